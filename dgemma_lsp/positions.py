@@ -97,9 +97,15 @@ def _check(value: int, what: str) -> None:
         raise InvalidPosition(f"{what} must be >= 0, got {value}")
 
 
-def column_to_index(line: str, character: int, encoding: PositionEncoding) -> int:
+def _encoding(value: PositionEncoding | str) -> PositionEncoding:
+    # Plain strings ("utf-16", lsprotocol's PositionEncodingKind) are accepted too.
+    return value if value.__class__ is PositionEncoding else PositionEncoding.parse(value)
+
+
+def column_to_index(line: str, character: int, encoding: PositionEncoding | str) -> int:
     """Index into ``line`` (no line break) of LSP ``character``, clamped and rounded down."""
     _check(character, "character")
+    encoding = _encoding(encoding)
     if encoding is PositionEncoding.UTF32 or line.isascii():
         return min(character, len(line))
     if encoding is PositionEncoding.UTF16:
@@ -111,26 +117,23 @@ def column_to_index(line: str, character: int, encoding: PositionEncoding) -> in
         if n and 0xD8 <= units[2 * n - 1] <= 0xDB and 2 * n < len(units):
             n -= 1
         return len(units[: 2 * n].decode("utf-16-le", "surrogatepass"))
-    if encoding is PositionEncoding.UTF8:
-        data = utf8(line)
-        n = min(character, len(data))
-        while 0 < n < len(data) and data[n] & 0xC0 == 0x80:  # continuation byte: inside a char
-            n -= 1
-        return len(data[:n].decode("utf-8", "surrogatepass"))
-    raise TypeError(f"not a PositionEncoding: {encoding!r}")
+    data = utf8(line)  # utf-8
+    n = min(character, len(data))
+    while 0 < n < len(data) and data[n] & 0xC0 == 0x80:  # continuation byte: inside a char
+        n -= 1
+    return len(data[:n].decode("utf-8", "surrogatepass"))
 
 
-def index_to_column(line: str, index: int, encoding: PositionEncoding) -> int:
+def index_to_column(line: str, index: int, encoding: PositionEncoding | str) -> int:
     """LSP character of index ``index`` into ``line`` (no line break), clamped to the line end."""
     _check(index, "index")
+    encoding = _encoding(encoding)
     index = min(index, len(line))
     if encoding is PositionEncoding.UTF32 or line.isascii():
         return index
     if encoding is PositionEncoding.UTF16:
         return len(line[:index].encode("utf-16-le", "surrogatepass")) // 2
-    if encoding is PositionEncoding.UTF8:
-        return len(utf8(line[:index]))
-    raise TypeError(f"not a PositionEncoding: {encoding!r}")
+    return len(utf8(line[:index]))  # utf-8
 
 
 class LineIndex:
@@ -241,7 +244,7 @@ class LineIndex:
 
     # -- conversions -------------------------------------------------------------------------
 
-    def offset_at(self, line: int, character: int, encoding: PositionEncoding) -> int:
+    def offset_at(self, line: int, character: int, encoding: PositionEncoding | str) -> int:
         """Offset of LSP position (line, character), clamped and rounded per LSP."""
         _check(line, "line")
         _check(character, "character")
@@ -249,7 +252,7 @@ class LineIndex:
             return len(self._text)
         return self.line_start(line) + column_to_index(self.line(line), character, encoding)
 
-    def position_at(self, offset: int, encoding: PositionEncoding) -> tuple[int, int]:
+    def position_at(self, offset: int, encoding: PositionEncoding | str) -> tuple[int, int]:
         """LSP position (line, character) of ``offset``, clamped to the text."""
         row = self.row_of(offset)
         index = min(offset, len(self._text)) - self._starts[row]
