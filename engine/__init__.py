@@ -1,0 +1,36 @@
+"""The DiffusionGemma engine: loading, prompts, the infill sampler, training and evaluation.
+
+It knows nothing of LSP, documents or editors. Importing it is cheap: torch and transformers load
+with the first `load_engine` call.
+"""
+
+from engine.api import (
+    CancelToken,
+    Candidate,
+    Engine,
+    EngineError,
+    EngineInfo,
+    InfillRequest,
+    InfillResult,
+    Timings,
+)
+
+
+def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
+    """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL."""
+    from engine.loading import load_engine as _load
+
+    return _load(spec, device=device, threads=threads)
+
+
+__all__ = [
+    "CancelToken",
+    "Candidate",
+    "Engine",
+    "EngineError",
+    "EngineInfo",
+    "InfillRequest",
+    "InfillResult",
+    "Timings",
+    "load_engine",
+]

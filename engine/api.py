@@ -1,0 +1,114 @@
+"""The engine's public types: one request, one result, the engine protocol and its error.
+
+Nothing here knows about LSP, documents or editors; `dgemma_lsp` talks to the engine only
+through these names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+StopReason = Literal["eos", "converged", "max_steps", "max_tokens", "deadline", "cancelled"]
+
+
+class EngineError(Exception):
+    """A problem the user must act on (missing model, wrong file, bad option); the message says how."""
+
+
+class CancelToken(Protocol):
+    """Anything with `is_set()`, such as `threading.Event`; checked between denoising steps."""
+
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class InfillRequest:
+    prefix: str
+    suffix: str = ""
+    language: str = ""
+    max_new_tokens: int = 64
+    # An absolute `time.monotonic()` instant; the sampler returns its best canvas once it passes.
+    deadline: float | None = None
+    n_candidates: int = 1
+    # Text to start the canvas from instead of noise (a block to rewrite, a suggestion being typed through).
+    seed_canvas: str | None = None
+    # Canvas indices (of the seed's tokens) that must come out unchanged.
+    fixed_positions: tuple[int, ...] = ()
+    max_steps: int | None = None  # None: the model's generation config decides
+    seed: int = 0  # same seed, same request -> same output
+    cancel: CancelToken | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if self.n_candidates < 1:
+            raise ValueError("n_candidates must be at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        if self.fixed_positions and self.seed_canvas is None:
+            raise ValueError("fixed_positions need a seed_canvas to take their tokens from")
+
+    @staticmethod
+    def deadline_in(ms: float) -> float:
+        return time.monotonic() + ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    token_ids: tuple[int, ...]
+    # Probability the model gave each emitted token at the last step (temperature 1).
+    confidence: tuple[float, ...]
+
+    @property
+    def mean_confidence(self) -> float:
+        return sum(self.confidence) / len(self.confidence) if self.confidence else 0.0
+
+
+@dataclass(frozen=True)
+class Timings:
+    prefill_ms: float
+    denoise_ms: float
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class InfillResult:
+    candidates: tuple[Candidate, ...]  # distinct texts, best first
+    steps: int  # decoder forward passes, all canvases together
+    tokens_per_forward: float
+    stop_reason: StopReason
+    timings: Timings
+    prompt_tokens: int
+    reused_prompt_tokens: int  # prompt tokens whose KV came from the previous request
+
+    @property
+    def text(self) -> str:
+        return self.candidates[0].text if self.candidates else ""
+
+    @property
+    def confidence(self) -> tuple[float, ...]:
+        return self.candidates[0].confidence if self.candidates else ()
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str  # what the user asked for: "default", a folder, a hub id or a URL
+    source: str  # where it was loaded from
+    family: str  # prompt format family: "fim" or "gemma4-chat" or "remote"
+    device: str
+    dtype: str
+    canvas_length: int
+    parameters: int
+
+
+class Engine(Protocol):
+    info: EngineInfo
+
+    def infill(self, request: InfillRequest) -> InfillResult: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,200 @@
+"""`load_engine(spec)`: from a model spec to a ready engine.
+
+A spec is `default` (the bundled model under engine/default), a local checkpoint folder, a
+Hugging Face id already in the local cache (nothing is downloaded), or an http(s) URL of an
+OpenAI-compatible server. Weights load from safetensors only and `trust_remote_code` stays off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.api import Engine, EngineError, EngineInfo
+
+logger = logging.getLogger(__name__)
+
+BUNDLED_MODEL_DIR = Path(__file__).parent / "default"
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    kind: str  # "local" or "remote"
+    location: str  # a folder, or a URL
+    name: str  # what the user asked for
+
+
+def resolve_spec(spec: str) -> ResolvedSpec:
+    """Where a spec points, without loading anything (the `doctor` command prints this)."""
+    spec = spec.strip()
+    if not spec:
+        raise EngineError(
+            "empty model spec: use 'default', a checkpoint folder, a cached Hugging Face id or a URL"
+        )
+    if spec.startswith(("http://", "https://")):
+        return ResolvedSpec("remote", spec.rstrip("/"), spec)
+    if spec == "default":
+        if not (BUNDLED_MODEL_DIR / "config.json").is_file():
+            raise EngineError(
+                "No bundled model is installed (engine/default has no config.json). "
+                "Pass a checkpoint folder with --model, or build one with `python -m engine.train`."
+            )
+        return ResolvedSpec("local", str(BUNDLED_MODEL_DIR), spec)
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise EngineError(f"{spec} is a file; --model takes the checkpoint folder that holds config.json")
+        return ResolvedSpec("local", str(path.resolve()), spec)
+    if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
+        return ResolvedSpec("local", _cached_hub_folder(spec), spec)
+    raise EngineError(f"model {spec!r} not found: no such folder, and not a Hugging Face id (owner/name)")
+
+
+def _cached_hub_folder(repo_id: str) -> str:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(repo_id, local_files_only=True)
+    except LocalEntryNotFoundError as err:
+        raise EngineError(
+            f"{repo_id} is not in the local Hugging Face cache and nothing is downloaded at run time. "
+            f"On a machine with internet run `hf download {repo_id}` (or copy the cache), then retry."
+        ) from err
+
+
+def check_checkpoint(folder: Path) -> dict:
+    """Refuse what we must not or cannot load, with a message that says what to do."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise EngineError(f"{folder} has no config.json: not a transformers checkpoint folder")
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise EngineError(f"{config_path} is not valid JSON: {err}") from err
+    model_type = config.get("model_type")
+    if model_type != "diffusion_gemma":
+        raise EngineError(
+            f"{folder} holds a {model_type or 'unknown'} model "
+            f"({', '.join(config.get('architectures') or [])}); "
+            "dgemma-lsp runs DiffusionGemma checkpoints (model_type diffusion_gemma)"
+        )
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        pickles = [p.name for p in folder.iterdir() if p.suffix in _PICKLE_SUFFIXES]
+        if pickles:
+            raise EngineError(
+                f"{folder} has only pickle weights ({', '.join(pickles)}), which can run code when loaded "
+                "and are refused. Convert them to safetensors."
+            )
+        raise EngineError(f"{folder} has no .safetensors weights")
+    return config
+
+
+def pick_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EngineError(
+            f"device {device!r} asked for, but this torch build sees no CUDA GPU; use device 'cpu'"
+        )
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise EngineError("device 'mps' asked for, but it is not available here; use device 'cpu'")
+    if device not in ("cpu", "mps") and not device.startswith("cuda"):
+        raise EngineError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
+    resolved = resolve_spec(spec)
+    if resolved.kind == "remote":
+        from engine.remote_engine import RemoteEngine
+
+        return RemoteEngine(resolved.location)
+    return _load_local(resolved, pick_device(device), threads)
+
+
+def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Engine:
+    import torch
+    from safetensors import SafetensorError
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from engine.local_engine import LocalEngine
+
+    folder = Path(resolved.location)
+    check_checkpoint(folder)
+    if threads:
+        torch.set_num_threads(threads)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    prompt_format = _prompt_format(folder)
+    try:
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(
+            folder, dtype=dtype, use_safetensors=True, local_files_only=True
+        )
+    except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
+        raise EngineError(
+            f"could not load the weights in {folder}: {err}. The files may be truncated or corrupt."
+        ) from err
+    model.to(device)
+    vocab = model.config.get_text_config().vocab_size
+    if prompt_format.vocab_size > vocab:
+        raise EngineError(
+            f"the tokenizer in {folder} has {prompt_format.vocab_size} tokens but the model only {vocab}: "
+            "they do not belong together"
+        )
+    info = EngineInfo(
+        name=resolved.name,
+        source=str(folder),
+        family=prompt_format.family,
+        device=device,
+        dtype=str(dtype).removeprefix("torch."),
+        canvas_length=int(model.config.canvas_length),
+        parameters=sum(p.numel() for p in model.parameters()),
+    )
+    logger.info("loaded %s from %s on %s", resolved.name, folder, device)
+    return LocalEngine(model, prompt_format, sampler_settings(model), info)
+
+
+def _prompt_format(folder: Path):
+    from engine.prompts import FimFormat, Gemma4ChatFormat
+    from engine.tokenizer import FIM_MIDDLE, load_tokenizer
+
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise EngineError(f"{folder} has no tokenizer.json")
+    try:
+        tokenizer = load_tokenizer(path)
+    except Exception as err:  # the tokenizers library raises a bare Exception on bad files
+        raise EngineError(f"{path} is not a valid tokenizer file: {err}") from err
+    if tokenizer.token_to_id(FIM_MIDDLE) is not None:
+        return FimFormat(tokenizer)
+    from transformers import AutoTokenizer
+
+    return Gemma4ChatFormat(AutoTokenizer.from_pretrained(folder, local_files_only=True))
+
+
+def sampler_settings(model):
+    """Sampler defaults from the checkpoint's generation config, where it sets them."""
+    from engine.sampler import SamplerSettings
+
+    config = model.generation_config
+    defaults = SamplerSettings()
+    sampler_config = getattr(config, "sampler_config", None)
+    bound = getattr(sampler_config, "entropy_bound", None) if sampler_config is not None else None
+    return SamplerSettings(
+        max_steps=getattr(config, "max_denoising_steps", None) or defaults.max_steps,
+        entropy_bound=bound or defaults.entropy_bound,
+        t_max=getattr(config, "t_max", None) or defaults.t_max,
+        t_min=getattr(config, "t_min", None) or defaults.t_min,
+        stability_steps=getattr(config, "stability_threshold", None) or defaults.stability_steps,
+        confidence_threshold=getattr(config, "confidence_threshold", None) or defaults.confidence_threshold,
+    )

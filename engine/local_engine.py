@@ -1,0 +1,158 @@
+"""An engine running a DiffusionGemma checkpoint in this process.
+
+prompt -> encoder prefill (reusing the previous request's KV) -> one or more canvases denoised by
+`engine.sampler` -> text up to the first EOS, per candidate. One worker thread calls `infill`;
+the engine keeps the prompt cache between calls and is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
+from engine.prompt_cache import PromptCache, extend_cache
+from engine.prompts import PromptFormat
+from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
+
+MIN_CANVAS = 16
+
+
+@dataclass
+class _Row:
+    """What one candidate has emitted so far."""
+
+    tokens: list[int] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)
+    ended: bool = False  # reached EOS
+
+
+class LocalEngine:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        prompt_format: PromptFormat,
+        settings: SamplerSettings,
+        info: EngineInfo,
+        max_prompt_tokens: int = 2048,
+    ) -> None:
+        self.model = model.eval()
+        self.format = prompt_format
+        self.settings = settings
+        self.info = info
+        self.max_prompt_tokens = max_prompt_tokens
+        self.canvas_length = int(model.config.canvas_length)
+        self.device = next(model.parameters()).device
+        self.prompt_cache = PromptCache(model)
+        self.bias = suppression_bias(
+            model.config.get_text_config().vocab_size, prompt_format.suppressed_ids, self.device
+        )
+        self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.format.encode(text))
+
+    def close(self) -> None:
+        self.prompt_cache.reset()
+
+    def prompt_ids(self, request: InfillRequest) -> list[int]:
+        return self.format.prompt_ids(
+            request.prefix, request.suffix, request.language, self.max_prompt_tokens
+        )
+
+    def infill(self, request: InfillRequest) -> InfillResult:
+        started = time.perf_counter()
+        ids = self.prompt_ids(request)
+        reused, _ = self.prompt_cache.encode(ids)
+        prefilled = time.perf_counter()
+
+        settings = (
+            self.settings
+            if request.max_steps is None
+            else replace(self.settings, max_steps=request.max_steps)
+        )
+        generator = torch.Generator(device=self.device).manual_seed(request.seed)
+        n = request.n_candidates
+        cache = self.prompt_cache.working_cache(n)
+        rows = [_Row() for _ in range(n)]
+        steps = 0
+        reason: StopReason = "max_tokens"
+        for index in range(math.ceil(request.max_new_tokens / self.canvas_length)):
+            left = request.max_new_tokens - len(rows[0].tokens)
+            spec = self._canvas_spec(request, n, left, generator, first=index == 0)
+            outcome = denoise(
+                self.model, cache, spec, settings, self.bias, self.eos_ids, generator,
+                deadline=request.deadline, cancel=request.cancel,
+            )  # fmt: skip
+            steps += outcome.steps
+            self._collect(rows, outcome.tokens, outcome.confidence, left)
+            if outcome.reason in ("deadline", "cancelled"):
+                reason = outcome.reason
+                break
+            if all(row.ended for row in rows):
+                reason = "eos"
+                break
+            if len(rows[0].tokens) >= request.max_new_tokens:
+                break
+            canvas_ids = outcome.tokens
+            extend_cache(self.model, cache, canvas_ids)
+            self.prompt_cache.record(cache, canvas_ids[0].tolist())
+        finished = time.perf_counter()
+
+        candidates = self._candidates(rows)
+        emitted = len(candidates[0].token_ids) + (1 if rows[0].ended else 0)
+        return InfillResult(
+            candidates=candidates,
+            steps=steps,
+            tokens_per_forward=emitted / steps if steps else 0.0,
+            stop_reason=reason,
+            timings=Timings(
+                prefill_ms=(prefilled - started) * 1000,
+                denoise_ms=(finished - prefilled) * 1000,
+                total_ms=(finished - started) * 1000,
+            ),
+            prompt_tokens=len(ids),
+            reused_prompt_tokens=reused,
+        )
+
+    def _canvas_spec(
+        self, request: InfillRequest, n: int, left: int, generator: torch.Generator, first: bool
+    ) -> CanvasSpec:
+        # A short request gets a shorter canvas: each step costs less.
+        length = min(self.canvas_length, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
+        init = noise_canvas(n, length, self.bias.shape[0], generator)
+        fixed = torch.zeros(n, length, dtype=torch.bool, device=self.device)
+        if first and request.seed_canvas is not None:
+            seed = self.format.encode(request.seed_canvas)
+            outside = [p for p in request.fixed_positions if not 0 <= p < min(len(seed), length)]
+            if outside:
+                raise ValueError(
+                    f"fixed positions {outside} are outside the seed canvas ({len(seed)} tokens)"
+                )
+            seed = seed[:length]
+            init[:, : len(seed)] = torch.tensor(seed, device=self.device)
+            fixed[:, list(request.fixed_positions)] = True
+        return CanvasSpec(init=init, fixed=fixed)
+
+    def _collect(self, rows: list[_Row], tokens: torch.Tensor, confidence: torch.Tensor, left: int) -> None:
+        for row, row_tokens, row_confidence in zip(rows, tokens.tolist(), confidence.tolist(), strict=True):
+            if row.ended:
+                continue
+            for token, prob in zip(row_tokens[:left], row_confidence[:left], strict=True):
+                if token in self.format.eos_ids:
+                    row.ended = True
+                    break
+                row.tokens.append(token)
+                row.confidence.append(prob)
+
+    def _candidates(self, rows: list[_Row]) -> tuple[Candidate, ...]:
+        seen: dict[str, Candidate] = {}
+        for row in rows:
+            text = self.format.clean(self.format.decode(row.tokens))
+            candidate = Candidate(text=text, token_ids=tuple(row.tokens), confidence=tuple(row.confidence))
+            if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:
+                seen[text] = candidate
+        return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))

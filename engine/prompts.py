@@ -1,0 +1,128 @@
+"""Prompt formats, one per model family.
+
+`FimFormat` (our own models) lays the prompt out suffix first, then prefix, then the middle marker
+(SPM order). Typing at the cursor only appends to the prefix, so the prompt of the next keystroke
+shares all but its last few tokens with this one and the encoder's KV cache is reused up to there.
+The trainer (`engine.training_data`) builds its examples with `FimFormat.prompt_ids` too, so the
+layout lives in this one place.
+
+`Gemma4ChatFormat` wraps prefix and suffix in an instruction for the released instruction-tuned
+checkpoint, through the chat template its tokenizer ships.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from tokenizers import Tokenizer
+
+from engine.tokenizer import SpecialIds, language_token
+
+CURSOR_MARK = "<|missing code|>"
+
+
+class PromptFormat(Protocol):
+    family: str
+    vocab_size: int
+    eos_ids: frozenset[int]
+    # Token ids the canvas may never hold (control tokens other than EOS).
+    suppressed_ids: tuple[int, ...]
+
+    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def clean(self, text: str) -> str: ...
+
+
+class FimFormat:
+    family = "fim"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.special = SpecialIds.of(tokenizer)
+        self.vocab_size = tokenizer.get_vocab_size()
+        self.eos_ids = frozenset({self.special.eos})
+        self.suppressed_ids = tuple(i for i in self.special.all if i != self.special.eos)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def clean(self, text: str) -> str:
+        return text
+
+    def layout(self, prefix_ids: list[int], suffix_ids: list[int], language: str) -> list[int]:
+        """[lang] <fim_suffix> suffix <fim_prefix> prefix <fim_middle>: the one place it is defined."""
+        lang = self.tokenizer.token_to_id(language_token(language))
+        s = self.special
+        return [lang, s.fim_suffix, *suffix_ids, s.fim_prefix, *prefix_ids, s.fim_middle]
+
+    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]:
+        prefix_ids, suffix_ids = self.encode(prefix), self.encode(suffix)
+        prefix_ids, suffix_ids = fit_windows(prefix_ids, suffix_ids, max_tokens - 4)
+        return self.layout(prefix_ids, suffix_ids, language)
+
+
+def fit_windows(prefix_ids: list[int], suffix_ids: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Keep the end of the prefix and the start of the suffix; the prefix gets >= 3/4 of a tight budget."""
+    budget = max(budget, 0)
+    if len(prefix_ids) + len(suffix_ids) <= budget:
+        return prefix_ids, suffix_ids
+    suffix_keep = min(len(suffix_ids), max(budget // 4, budget - len(prefix_ids)))
+    prefix_keep = budget - suffix_keep
+    return prefix_ids[len(prefix_ids) - prefix_keep :], suffix_ids[:suffix_keep]
+
+
+_INSTRUCTION = (
+    "You are a code completion engine. Below is a {language} file with one gap marked {mark}. "
+    "Reply with exactly the code that belongs at the gap: no explanation, no code fences, "
+    "and nothing that already comes before or after the gap.\n\n{prefix}{mark}{suffix}"
+)
+_FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+class Gemma4ChatFormat:
+    """For `google/diffusiongemma-26B-A4B-it`: an instruction that asks for the missing middle only."""
+
+    family = "gemma4-chat"
+
+    def __init__(self, hf_tokenizer: Any) -> None:
+        self.tokenizer = hf_tokenizer
+        self.vocab_size = len(hf_tokenizer)
+        ends = {hf_tokenizer.eos_token_id, hf_tokenizer.convert_tokens_to_ids("<end_of_turn>")}
+        ends |= {hf_tokenizer.convert_tokens_to_ids("<turn|>")}
+        unk = hf_tokenizer.unk_token_id
+        self.eos_ids = frozenset(i for i in ends if isinstance(i, int) and i != unk)
+        specials = set(hf_tokenizer.all_special_ids) - set(self.eos_ids)
+        self.suppressed_ids = tuple(sorted(specials))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def clean(self, text: str) -> str:
+        match = _FENCE.match(text.strip("\n"))
+        return match.group(1) if match else text
+
+    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]:
+        prefix_ids, suffix_ids = fit_windows(self.encode(prefix), self.encode(suffix), max_tokens - 96)
+        content = _INSTRUCTION.format(
+            language=language or "source",
+            mark=CURSOR_MARK,
+            prefix=self.decode(prefix_ids),
+            suffix=self.decode(suffix_ids),
+        )
+        ids = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": content}], tokenize=True, add_generation_prompt=True
+        )
+        if isinstance(ids, dict):
+            ids = ids["input_ids"]
+        return list(ids)

@@ -1,0 +1,191 @@
+"""The infill sampler: denoise one canvas against an encoded prompt.
+
+Uniform-state diffusion as DiffusionGemma does it: every step the decoder predicts all canvas
+positions (seeing its own previous logits through self-conditioning), the lowest-entropy positions
+whose summed entropy stays under a bound are accepted, and all others are replaced by random tokens
+again. Our additions for an editor: fixed positions that never change, a deadline and a cancellation
+flag checked between steps (the best canvas so far is returned), and an early stop when the canvas
+is stable and confident up to its first EOS.
+
+Shapes: B = candidates, C = canvas length, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+from transformers import Cache
+
+from engine.api import CancelToken, StopReason
+
+# Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
+_SUPPRESS = -1.0e4
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    max_steps: int = 16
+    entropy_bound: float = 0.1
+    t_max: float = 0.8
+    t_min: float = 0.4
+    stability_steps: int = 1
+    confidence_threshold: float = 0.005
+    top_k: int = 16
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        if self.entropy_bound <= 0:
+            raise ValueError("entropy_bound must be > 0")
+        if not 0 < self.t_min <= self.t_max:
+            raise ValueError("temperatures must satisfy 0 < t_min <= t_max")
+        if self.stability_steps < 0 or self.confidence_threshold <= 0 or self.top_k < 1:
+            raise ValueError("stability_steps >= 0, confidence_threshold > 0 and top_k >= 1 are required")
+
+
+@dataclass
+class CanvasOutcome:
+    tokens: torch.Tensor  # [B, C] argmax canvas of the last step, fixed positions included
+    confidence: torch.Tensor  # [B, C] probability of each token at temperature 1
+    steps: int
+    reason: StopReason
+
+
+@dataclass
+class CanvasSpec:
+    """What the caller wants in the canvas before denoising starts."""
+
+    init: torch.Tensor  # [B, C] starting tokens (noise, or a seed)
+    fixed: torch.Tensor  # [B, C] bool: positions whose `init` token is kept
+
+
+def noise_canvas(batch: int, length: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, length), generator=generator, device=generator.device)
+
+
+def suppression_bias(vocab: int, suppressed: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    bias = torch.zeros(vocab, device=device)
+    bias[list(suppressed)] = _SUPPRESS
+    return bias  # [V]
+
+
+def temperature(settings: SamplerSettings, remaining: int) -> float:
+    """Linear from t_max at the first step to t_min at the last (remaining counts down N..1)."""
+    return settings.t_min + (settings.t_max - settings.t_min) * (remaining - 1) / max(
+        settings.max_steps - 1, 1
+    )
+
+
+def sample_top_k(scaled: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
+    # Sampling among the top k is as good as the full softmax at these temperatures and much cheaper on CPU.
+    values, indices = scaled.topk(min(k, scaled.shape[-1]), dim=-1)  # [B, C, k]
+    probs = values.softmax(dim=-1).flatten(0, 1)  # [B*C, k]
+    choice = torch.multinomial(probs, 1, generator=generator).view(*scaled.shape[:2], 1)
+    return indices.gather(-1, choice).squeeze(-1)  # [B, C]
+
+
+def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
+    """Accept the lowest-entropy positions while sum(entropy) - max(entropy) <= bound (arXiv 2505.24857)."""
+    sorted_entropy, order = entropy.sort(dim=-1)
+    keep_sorted = (sorted_entropy.cumsum(dim=-1) - sorted_entropy) <= bound
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # [B, C] bool
+
+
+def live_positions(tokens: torch.Tensor, fixed: torch.Tensor, eos_ids: torch.Tensor) -> torch.Tensor:
+    """Positions that matter for stopping: not fixed, and not after the first EOS."""
+    is_eos = torch.isin(tokens, eos_ids)
+    after_eos = (is_eos.cumsum(dim=-1) - is_eos.long()) > 0
+    return ~fixed & ~after_eos  # [B, C]
+
+
+class Stopper:
+    """Stable (same argmax for `stability_steps` steps) and confident (low mean entropy of live tokens)."""
+
+    def __init__(self, settings: SamplerSettings, fixed: torch.Tensor, eos_ids: torch.Tensor) -> None:
+        self.settings = settings
+        self.fixed = fixed
+        self.eos_ids = eos_ids
+        self.unchanged = torch.zeros(fixed.shape[0], dtype=torch.long, device=fixed.device)
+        self.previous: torch.Tensor | None = None
+
+    def update(self, argmax: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            same = (argmax == self.previous).all(dim=-1)
+            self.unchanged = torch.where(same, self.unchanged + 1, torch.zeros_like(self.unchanged))
+        self.previous = argmax
+        live = live_positions(argmax, self.fixed, self.eos_ids)
+        mean_entropy = (entropy * live).sum(-1) / live.sum(-1).clamp(min=1)
+        confident = mean_entropy < self.settings.confidence_threshold
+        return (self.unchanged >= self.settings.stability_steps) & confident  # [B] bool
+
+
+@torch.inference_mode()
+def denoise(
+    model: torch.nn.Module,
+    cache: Cache,
+    spec: CanvasSpec,
+    settings: SamplerSettings,
+    bias: torch.Tensor,
+    eos_ids: torch.Tensor,
+    generator: torch.Generator,
+    deadline: float | None = None,
+    cancel: CancelToken | None = None,
+) -> CanvasOutcome:
+    """Denoise one canvas; `cache` holds the encoded prompt and is only read.
+
+    All tensors live on the model's device (bias, eos_ids, spec and generator included).
+    """
+    batch, length = spec.init.shape
+    vocab = bias.shape[0]
+    start = cache.get_seq_length()
+    positions = torch.arange(start, start + length, device=spec.init.device)[None]  # [1, C]
+    masks = model.model.decoder.create_diffusion_decoder_attention_mask(
+        model.config, spec.init[..., None], cache, None
+    )
+    fixed = spec.fixed
+    canvas = spec.init.clone()
+    final = spec.init.clone()
+    final_confidence = torch.zeros(batch, length, device=canvas.device)
+    stopper = Stopper(settings, fixed, eos_ids)
+    done = torch.zeros(batch, dtype=torch.bool, device=canvas.device)
+    self_conditioning: torch.Tensor | None = None
+    reason: StopReason = "max_steps"
+    steps = 0
+    for remaining in range(settings.max_steps, 0, -1):
+        out = model(
+            decoder_input_ids=canvas,
+            past_key_values=cache,
+            self_conditioning_logits=self_conditioning,
+            decoder_attention_mask=masks,
+            decoder_position_ids=positions,
+        )
+        raw = out.logits.float() + bias  # [B, C, V]
+        steps += 1
+        scaled = raw / temperature(settings, remaining)
+        log_probs = scaled.log_softmax(dim=-1)
+        entropy = -(log_probs.exp() * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
+        argmax = torch.where(fixed, spec.init, scaled.argmax(dim=-1))
+        accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
+        proposal = sample_top_k(scaled, settings.top_k, generator)
+        noise = noise_canvas(batch, length, vocab, generator)
+        next_canvas = torch.where(fixed, spec.init, torch.where(accepted, proposal, noise))
+        # Rows that already converged keep what they had; the others move on.
+        live_row = ~done[:, None]
+        confidence = raw.softmax(dim=-1).gather(-1, argmax[..., None]).squeeze(-1)
+        final = torch.where(live_row, argmax, final)
+        final_confidence = torch.where(live_row, confidence, final_confidence)
+        canvas = torch.where(live_row, next_canvas, canvas)
+        done |= stopper.update(argmax, entropy)
+        self_conditioning = out.logits
+        if bool(done.all()):
+            reason = "converged"
+            break
+        if cancel is not None and cancel.is_set():
+            reason = "cancelled"
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            reason = "deadline"
+            break
+    return CanvasOutcome(tokens=final, confidence=final_confidence, steps=steps, reason=reason)

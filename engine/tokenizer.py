@@ -1,0 +1,123 @@
+"""Byte-level BPE tokenizer for our own models, with FIM and control tokens at fixed ids.
+
+The special tokens come first so that every model we train shares the same ids for them
+(pad 0, eos 1, bos 2 as DiffusionGemma's config expects), whatever the vocabulary size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+PAD, EOS, BOS, UNK = "<pad>", "<eos>", "<bos>", "<unk>"
+FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"
+# DiffusionGemma's config names image tokens; they get dedicated ids instead of ordinary BPE ids.
+IMAGE, BOI, EOI = "<|image|>", "<|boi|>", "<|eoi|>"
+EDIT = "<|edit|>"
+
+# Languages the prompt names with one token; anything else uses <|lang:other|>.
+LANGUAGES = (
+    "python",
+    "javascript",
+    "typescript",
+    "lua",
+    "rust",
+    "go",
+    "c",
+    "cpp",
+    "java",
+    "bash",
+    "other",
+)
+N_SPECIAL = 32  # the rest of the first 32 ids are reserved for later control tokens
+
+
+def language_token(language: str) -> str:
+    return f"<|lang:{language if language in LANGUAGES else 'other'}|>"
+
+
+def special_tokens() -> list[str]:
+    named = [PAD, EOS, BOS, UNK, FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE, IMAGE, BOI, EOI, EDIT]
+    named += [language_token(lang) for lang in LANGUAGES]
+    reserved = [f"<|reserved_{i}|>" for i in range(N_SPECIAL - len(named))]
+    return named + reserved
+
+
+# Code-aware pre-tokenization: a newline run keeps the next line's indentation in the same piece,
+# so BPE learns tokens like "\n        " that carry a line's whole indentation.
+_SPLIT = (
+    r"(?:\r?\n)+[ \t]*"
+    r"|[ \t]+(?=\r?\n)"
+    r"|[^\r\n\p{L}\p{N}]?\p{L}+"
+    r"|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+"
+    r"|[ \t]+(?!\S)"
+    r"|[ \t]+"
+)
+
+
+def new_bpe_tokenizer() -> Tokenizer:
+    tokenizer = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Tokenizer:
+    """Train the BPE merges; special tokens take ids 0..N_SPECIAL-1."""
+    tokenizer = new_bpe_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special_tokens(),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=2,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_nonempty(texts), trainer=trainer)
+    return tokenizer
+
+
+def _nonempty(texts: Iterable[str]) -> Iterator[str]:
+    return (t for t in texts if t)
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    pad: int
+    eos: int
+    bos: int
+    fim_prefix: int
+    fim_suffix: int
+    fim_middle: int
+    all: tuple[int, ...]
+
+    @classmethod
+    def of(cls, tokenizer: Tokenizer) -> SpecialIds:
+        def require(token: str) -> int:
+            token_id = tokenizer.token_to_id(token)
+            if token_id is None:
+                raise ValueError(f"tokenizer has no {token} token: not a dgemma-lsp FIM tokenizer")
+            return token_id
+
+        present = (tokenizer.token_to_id(t) for t in special_tokens())
+        return cls(
+            pad=require(PAD),
+            eos=require(EOS),
+            bos=require(BOS),
+            fim_prefix=require(FIM_PREFIX),
+            fim_suffix=require(FIM_SUFFIX),
+            fim_middle=require(FIM_MIDDLE),
+            all=tuple(i for i in present if i is not None),
+        )
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))

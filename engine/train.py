@@ -1,0 +1,380 @@
+"""`python -m engine.train`: train our own DiffusionGemma-architecture code model.
+
+    python -m engine.train tokenizer --corpus data/corpus --run runs/small --vocab-size 8192
+    python -m engine.train run --corpus data/corpus --run runs/small --shape small --threads 2
+    python -m engine.train export --run runs/small --out engine/default
+
+One step: the encoder reads prompt + middle + EOS causally (one pass; next-token loss on all of it),
+its cache is cropped back to the prompt, and the decoder denoises the canvas against that cache:
+uniform-state noise at a rate t ~ U(0.02, 1), loss on every canvas position, self-conditioning on
+its own no-grad prediction half the time. The run saves its state (safetensors + JSON, no pickle)
+every few minutes and on SIGTERM/SIGINT, and resumes from it, so it can run in the background of
+any session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from transformers import DynamicCache
+
+from engine.checkpoint import new_model, save_checkpoint
+from engine.model_configs import ModelShape, shape_by_name
+from engine.prompts import FimFormat
+from engine.tokenizer import load_tokenizer, train_tokenizer
+from engine.training_data import Example, examples, load_documents
+
+logger = logging.getLogger("engine.train")
+
+
+@dataclass
+class TrainConfig:
+    shape: str = "small"
+    batch_size: int = 16
+    prompt_budgets: tuple[int, ...] = (128, 256, 384, 512)
+    canvas_lengths: tuple[int, ...] = (16, 32)
+    lr: float = 2e-3
+    warmup_steps: int = 300
+    weight_decay: float = 0.1
+    ar_weight: float = 0.5
+    self_conditioning_rate: float = 0.5
+    min_noise: float = 0.02
+    ema_decay: float = 0.999
+    bf16: bool = True
+    seed: int = 0
+
+
+@dataclass
+class Batch:
+    encoder_ids: torch.Tensor  # [B, T] prompt right-aligned at P, then middle + EOS, padded
+    encoder_mask: torch.Tensor  # [B, T] bool, real tokens
+    positions: torch.Tensor  # [B, T]
+    ar_labels: torch.Tensor  # [B, T] next token or -100
+    prompt_width: int  # P: the decoder sees the cache cropped to the first P slots
+    decoder_mask: torch.Tensor  # [B, P + C] bool
+    decoder_positions: torch.Tensor  # [B, C]
+    target: torch.Tensor  # [B, C]
+
+
+def collate(items: list[Example], pad: int) -> Batch:
+    width = max(len(e.prompt) for e in items)
+    tail = max(len(e.middle_rest) for e in items)
+    canvas = len(items[0].target)
+    n = len(items)
+    ids = torch.full((n, width + tail), pad, dtype=torch.long)
+    mask = torch.zeros((n, width + tail), dtype=torch.bool)
+    positions = torch.zeros((n, width + tail), dtype=torch.long)
+    decoder_positions = torch.zeros((n, canvas), dtype=torch.long)
+    for row, example in enumerate(items):
+        left = width - len(example.prompt)
+        sequence = example.prompt + example.middle_rest
+        ids[row, left : left + len(sequence)] = torch.tensor(sequence)
+        mask[row, left : left + len(sequence)] = True
+        positions[row, left:] = torch.arange(width + tail - left)
+        decoder_positions[row] = torch.arange(len(example.prompt), len(example.prompt) + canvas)
+    labels = torch.full_like(ids, -100)
+    follows = mask[:, :-1] & mask[:, 1:]
+    labels[:, :-1] = torch.where(follows, ids[:, 1:], -100)
+    decoder_mask = torch.cat([mask[:, :width], torch.ones((n, canvas), dtype=torch.bool)], dim=1)
+    return Batch(
+        encoder_ids=ids,
+        encoder_mask=mask,
+        positions=positions,
+        ar_labels=labels,
+        prompt_width=width,
+        decoder_mask=decoder_mask,
+        decoder_positions=decoder_positions,
+        target=torch.tensor([e.target for e in items]),
+    )
+
+
+def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    return torch.tanh(logits / cap) * cap
+
+
+def losses(
+    model, batch: Batch, cfg: TrainConfig, gen: torch.Generator, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(diffusion loss, autoregressive loss) of one batch."""
+    vocab = model.config.get_text_config().vocab_size
+    cap = model.config.get_text_config().final_logit_softcapping
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    encoded = model.model.encoder(
+        input_ids=batch.encoder_ids.to(device),
+        attention_mask=batch.encoder_mask.to(device),
+        position_ids=batch.positions.to(device),
+        past_key_values=cache,
+    )
+    ar_logits = softcap(model.lm_head(encoded.last_hidden_state).float(), cap)
+    ar_loss = F.cross_entropy(
+        ar_logits.flatten(0, 1), batch.ar_labels.to(device).flatten(), ignore_index=-100
+    )
+    cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])
+
+    target = batch.target.to(device)
+    rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
+    noised = torch.where(
+        torch.rand(target.shape, device=device, generator=gen) < rate,
+        torch.randint(0, vocab, target.shape, device=device, generator=gen),
+        target,
+    )
+    decoder_kwargs = dict(
+        decoder_input_ids=noised,
+        past_key_values=cache,
+        decoder_attention_mask=batch.decoder_mask.to(device),
+        decoder_position_ids=batch.decoder_positions.to(device),
+    )
+    self_conditioning = None
+    if torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
+        with torch.no_grad():
+            self_conditioning = model(**decoder_kwargs).logits.detach()
+    logits = model(**decoder_kwargs, self_conditioning_logits=self_conditioning).logits
+    diffusion_loss = F.cross_entropy(logits.float().flatten(0, 1), target.flatten())
+    return diffusion_loss, ar_loss
+
+
+class Run:
+    """A training run folder: tokenizer.json, config.json, state/ (resumable), train.log, exports."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.state = folder / "state"
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.folder / "tokenizer.json"
+
+    def save(self, model, ema: dict[str, torch.Tensor], optimizer, progress: dict) -> None:
+        tmp = self.folder / "state.tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        save_file(parameters(model), tmp / "model.safetensors")
+        save_file(ema, tmp / "ema.safetensors")
+        names = {id(p): n for n, p in model.named_parameters()}
+        moments, steps = {}, {}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                state = optimizer.state.get(p)
+                if state:
+                    moments[f"{names[id(p)]}.exp_avg"] = state["exp_avg"]
+                    moments[f"{names[id(p)]}.exp_avg_sq"] = state["exp_avg_sq"]
+                    steps[names[id(p)]] = float(state["step"])
+        save_file(moments, tmp / "optimizer.safetensors")
+        (tmp / "progress.json").write_text(json.dumps({**progress, "adam_steps": steps}, indent=1))
+        if self.state.exists():
+            old = self.folder / "state.old"
+            self.state.rename(old)
+            tmp.rename(self.state)
+            for f in old.iterdir():
+                f.unlink()
+            old.rmdir()
+        else:
+            tmp.rename(self.state)
+
+    def load(self, model, optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+        model.load_state_dict(load_file(self.state / "model.safetensors"), strict=False)
+        ema = load_file(self.state / "ema.safetensors")
+        progress = json.loads((self.state / "progress.json").read_text())
+        moments = load_file(self.state / "optimizer.safetensors")
+        for name, p in model.named_parameters():
+            if f"{name}.exp_avg" in moments:
+                optimizer.state[p] = {
+                    "step": torch.tensor(progress["adam_steps"][name]),
+                    "exp_avg": moments[f"{name}.exp_avg"],
+                    "exp_avg_sq": moments[f"{name}.exp_avg_sq"],
+                }
+        return ema, progress
+
+
+def parameters(model) -> dict[str, torch.Tensor]:
+    """Trainable weights by name, each shared (tied) tensor once: what safetensors can store."""
+    return {name: p.detach().contiguous() for name, p in model.named_parameters()}
+
+
+def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    # Warmup, then constant: the run has no planned end (it continues session after session);
+    # the EMA weights we export play the role of a decayed learning rate.
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+
+
+def train(args: argparse.Namespace) -> None:
+    run = Run(Path(args.run))
+    run.folder.mkdir(parents=True, exist_ok=True)
+    config_path = run.folder / "config.json"
+    if config_path.exists():
+        saved = json.loads(config_path.read_text())
+        saved["prompt_budgets"] = tuple(saved["prompt_budgets"])
+        saved["canvas_lengths"] = tuple(saved["canvas_lengths"])
+        cfg = TrainConfig(**saved)
+    else:
+        cfg = TrainConfig(shape=args.shape, batch_size=args.batch_size, lr=args.lr, bf16=not args.no_bf16)
+        config_path.write_text(json.dumps(asdict(cfg), indent=1))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = args.device
+    tokenizer = load_tokenizer(run.tokenizer_path)
+    fmt = FimFormat(tokenizer)
+    shape: ModelShape = shape_by_name(cfg.shape)
+    model = new_model(shape, tokenizer, seed=cfg.seed).to(device).train()
+    optimizer = build_optimizer(model, cfg)
+    if (run.state / "progress.json").exists():
+        ema, progress = run.load(model, optimizer)
+        logger.info("resumed at step %d", progress["step"])
+    else:
+        ema = {k: v.clone().float() for k, v in parameters(model).items()}
+        progress = {"step": 0, "tokens": 0, "seconds": 0.0, "canvas_tokens": 0}
+    rng = random.Random(cfg.seed * 1_000_003 + progress["step"])
+    gen = torch.Generator(device=device).manual_seed(cfg.seed + progress["step"])
+    languages = set(args.languages.split(",")) if args.languages else None
+    documents = load_documents(Path(args.corpus), "train", languages)
+    logger.info("%d training documents", len(documents))
+
+    stop = {"now": False}
+
+    def request_stop(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    deadline = time.monotonic() + args.hours * 3600 if args.hours else math.inf
+    last_save = time.monotonic()
+    window: list[tuple[float, float, float, int]] = []
+    started_step = progress["step"]
+    while (
+        not stop["now"]
+        and time.monotonic() < deadline
+        and (not args.steps or progress["step"] < started_step + args.steps)
+    ):
+        step_start = time.perf_counter()
+        budget = rng.choice(cfg.prompt_budgets)
+        canvas = rng.choice(cfg.canvas_lengths)
+        stream = examples(documents, fmt, rng, budget, canvas)
+        batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, progress["step"])
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+            diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device)
+        loss = diffusion_loss + cfg.ar_weight * ar_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        with torch.no_grad():
+            for name, value in parameters(model).items():
+                ema[name].mul_(cfg.ema_decay).add_(value.float(), alpha=1 - cfg.ema_decay)
+        elapsed = time.perf_counter() - step_start
+        progress["step"] += 1
+        progress["seconds"] += elapsed
+        progress["tokens"] += int(batch.encoder_mask.sum())
+        progress["canvas_tokens"] += batch.target.numel()
+        window.append((diffusion_loss.item(), ar_loss.item(), elapsed, int(batch.encoder_mask.sum())))
+        if progress["step"] % args.log_every == 0:
+            d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
+            logger.info(
+                "step %d diff %.3f ar %.3f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok %.2f h",
+                progress["step"], d, a, learning_rate(cfg, progress["step"]), s * 1000, t / s,
+                progress["tokens"] / 1e6, progress["seconds"] / 3600,
+            )  # fmt: skip
+            window.clear()
+        if time.monotonic() - last_save > args.save_every_min * 60:
+            run.save(model, ema, optimizer, progress)
+            last_save = time.monotonic()
+    run.save(model, ema, optimizer, progress)
+    logger.info("saved at step %d", progress["step"])
+
+
+def export(args: argparse.Namespace) -> None:
+    run = Run(Path(args.run))
+    cfg = json.loads((run.folder / "config.json").read_text())
+    tokenizer = load_tokenizer(run.tokenizer_path)
+    model = new_model(shape_by_name(cfg["shape"]), tokenizer)
+    weights = load_file(run.state / ("model.safetensors" if args.raw else "ema.safetensors"))
+    model.load_state_dict(weights, strict=False)
+    model.tie_weights()
+    save_checkpoint(model.eval(), tokenizer, Path(args.out))
+    progress = json.loads((run.state / "progress.json").read_text())
+    (Path(args.out) / "training.json").write_text(
+        json.dumps({k: v for k, v in progress.items() if k != "adam_steps"} | {"config": cfg}, indent=1)
+    )
+    logger.info("exported step %d to %s", progress["step"], args.out)
+
+
+def make_tokenizer(args: argparse.Namespace) -> None:
+    documents = load_documents(Path(args.corpus), "train")
+    rng = random.Random(0)
+    rng.shuffle(documents)
+    texts, size = [], 0
+    for doc in documents:
+        texts.append(doc.text)
+        size += len(doc.text)
+        if size > args.sample_mb * 1e6:
+            break
+    tokenizer = train_tokenizer(texts, args.vocab_size)
+    Path(args.run).mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(Run(Path(args.run)).tokenizer_path))
+    logger.info("tokenizer with %d tokens from %.1f MB", tokenizer.get_vocab_size(), size / 1e6)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    tok = sub.add_parser("tokenizer", help="train the BPE tokenizer of a run")
+    tok.add_argument("--corpus", required=True)
+    tok.add_argument("--run", required=True)
+    tok.add_argument("--vocab-size", type=int, default=8192)
+    tok.add_argument("--sample-mb", type=float, default=40)
+    tr = sub.add_parser("run", help="train (or resume) a run")
+    tr.add_argument("--corpus", required=True)
+    tr.add_argument("--run", required=True)
+    tr.add_argument("--shape", default="small")
+    tr.add_argument("--languages", default="", help="comma-separated corpus languages (default: all)")
+    tr.add_argument("--batch-size", type=int, default=16)
+    tr.add_argument("--lr", type=float, default=2e-3)
+    tr.add_argument("--threads", type=int, default=0)
+    tr.add_argument("--device", default="cpu")
+    tr.add_argument("--no-bf16", action="store_true")
+    tr.add_argument("--hours", type=float, default=0)
+    tr.add_argument("--steps", type=int, default=0)
+    tr.add_argument("--log-every", type=int, default=20)
+    tr.add_argument("--save-every-min", type=float, default=10)
+    ex = sub.add_parser("export", help="write the run's EMA weights as a checkpoint folder")
+    ex.add_argument("--run", required=True)
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--raw", action="store_true", help="export the raw weights instead of the EMA")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.command == "tokenizer":
+        make_tokenizer(args)
+    elif args.command == "run":
+        if args.run:
+            handler = logging.FileHandler(Path(args.run) / "train.log") if Path(args.run).exists() else None
+            if handler:
+                handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+                logging.getLogger().addHandler(handler)
+        train(args)
+    else:
+        export(args)
+
+
+if __name__ == "__main__":
+    main()

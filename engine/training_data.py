@@ -1,0 +1,187 @@
+"""Training examples shaped like editor completions.
+
+A document is cut at a cursor into prefix | middle | suffix, the way an editor asks: the rest of a
+line, a few whole lines, the body of a block just opened, the inside of brackets, or a random span.
+The prompt is laid out by `FimFormat.layout` (the same function the engine uses), so training and
+inference agree on the suffix-first layout that makes KV reuse possible. Long middles become
+block-autoregressive examples: the first k canvases of the middle sit in the prompt after the
+middle marker, and the target is the next canvas.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.prompts import FimFormat
+
+SPAN_KINDS = ("rest_of_line", "lines", "block", "brackets", "random")
+SPAN_WEIGHTS = (0.35, 0.2, 0.2, 0.1, 0.15)
+_BLOCK_OPENER = re.compile(r"(:|\{|\bthen|\bdo|=>|\()\s*$")
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+@dataclass(frozen=True)
+class Document:
+    text: str
+    language: str
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int  # character offsets of the middle in the document
+    end: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: list[int]  # encoder input: layout(prefix, suffix) + middle tokens already written
+    target: list[int]  # the canvas to predict: the next canvas of the middle, EOS, EOS fill
+    middle_rest: list[int]  # tokens after the prompt for the autoregressive loss (middle + EOS)
+
+
+def load_documents(folder: Path, split: str, languages: set[str] | None = None) -> list[Document]:
+    """Read the corpus builder's JSONL shards (`<folder>/<split>/*.jsonl`)."""
+    documents = []
+    for shard in sorted((folder / split).glob("*.jsonl")):
+        with shard.open() as lines:
+            for line in lines:
+                row = json.loads(line)
+                if languages is None or row["language"] in languages:
+                    documents.append(Document(text=row["text"], language=row["language"]))
+    if not documents:
+        raise FileNotFoundError(f"no {split} documents under {folder}")
+    return documents
+
+
+def _line_bounds(text: str, offset: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return start, len(text) if end < 0 else end
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _content_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line with something other than whitespace."""
+    bounds, start = [], 0
+    for line in text.split("\n"):
+        if line.strip():
+            bounds.append((start, start + len(line)))
+        start += len(line) + 1
+    return bounds
+
+
+def choose_span(doc: Document, rng: random.Random, kind: str) -> Span | None:
+    text = doc.text
+    lines = _content_lines(text)
+    if not lines:
+        return None
+    line_start, line_end = lines[rng.randrange(len(lines))]
+    line = text[line_start:line_end]
+    content_start = line_start + _indent(line)
+    if kind == "rest_of_line":
+        cursor = rng.randint(content_start, max(content_start, line_end - 1))
+        return Span(cursor, line_end, kind)
+    if kind == "lines":
+        count = rng.choice((1, 1, 2, 3, 4))
+        index = lines.index((line_start, line_end))
+        last_end = lines[min(index + count - 1, len(lines) - 1)][1]
+        return Span(content_start, last_end, kind)
+    if kind == "block":
+        return _block_span(text, lines, rng)
+    if kind == "brackets":
+        return _bracket_span(text, rng)
+    length = rng.randint(1, 200)
+    start = rng.randint(0, max(0, len(text) - length))
+    return Span(start, min(len(text), start + length), kind)
+
+
+def _block_span(text: str, lines: list[tuple[int, int]], rng: random.Random) -> Span | None:
+    """The body after a line that opens a block, up to the first line indented no deeper than the opener."""
+    openers = [i for i, (s, e) in enumerate(lines[:-1]) if _BLOCK_OPENER.search(text[s:e])]
+    if not openers:
+        return None
+    i = rng.choice(openers)
+    opener_indent = _indent(text[lines[i][0] : lines[i][1]])
+    j = i + 1
+    while j < len(lines) and _indent(text[lines[j][0] : lines[j][1]]) > opener_indent:
+        j += 1
+    if j == i + 1:
+        return None
+    # The cursor sits at the end of the opener line, like an editor right after Enter... or before it.
+    start = (
+        lines[i][1]
+        if rng.random() < 0.5
+        else lines[i + 1][0] + _indent(text[lines[i + 1][0] : lines[i + 1][1]])
+    )
+    return Span(start, lines[j - 1][1], "block")
+
+
+def _bracket_span(text: str, rng: random.Random) -> Span | None:
+    opens = [m.start() for m in re.finditer(r"[(\[{]", text)]
+    if not opens:
+        return None
+    for _ in range(8):
+        start = rng.choice(opens)
+        end = _matching(text, start)
+        if end is not None and 0 < end - start - 1 <= 400:
+            return Span(start + 1, end, "brackets")
+    return None
+
+
+def _matching(text: str, start: int) -> int | None:
+    opener, closer, depth = text[start], _PAIRS[text[start]], 0
+    for i in range(start, min(len(text), start + 2000)):
+        if text[i] == opener:
+            depth += 1
+        elif text[i] == closer:
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+class ExampleMaker:
+    def __init__(self, fmt: FimFormat, rng: random.Random) -> None:
+        self.fmt = fmt
+        self.rng = rng
+
+    def make(self, doc: Document, prompt_budget: int, canvas: int) -> Example | None:
+        kind = self.rng.choices(SPAN_KINDS, SPAN_WEIGHTS)[0]
+        span = choose_span(doc, self.rng, kind)
+        if span is None:
+            return None
+        # Windows in characters first (cheap), then trimmed exactly in tokens.
+        suffix_share = self.rng.uniform(0.0, 0.4)
+        char_budget = prompt_budget * 5
+        prefix = doc.text[max(0, span.start - char_budget) : span.start]
+        suffix = doc.text[span.end : span.end + int(char_budget * suffix_share) + 1]
+        middle = self.fmt.encode(doc.text[span.start : span.end])
+        prefix_ids, suffix_ids = self.fmt.encode(prefix), self.fmt.encode(suffix)
+        suffix_ids = suffix_ids[: int(prompt_budget * suffix_share)]
+        prefix_ids = prefix_ids[max(0, len(prefix_ids) - (prompt_budget - len(suffix_ids) - 4)) :]
+        prompt = self.fmt.layout(prefix_ids, suffix_ids, doc.language)
+        # Block-autoregressive continuation: some canvases of a long middle are already written.
+        written = canvas * self.rng.randint(0, (len(middle) - 1) // canvas) if len(middle) > canvas else 0
+        eos = self.fmt.special.eos
+        target = middle[written : written + canvas] + [eos]
+        target = (target + [eos] * canvas)[:canvas]
+        return Example(prompt=prompt + middle[:written], target=target, middle_rest=middle[written:] + [eos])
+
+
+def examples(
+    documents: list[Document], fmt: FimFormat, rng: random.Random, prompt_budget: int, canvas: int
+) -> Iterator[Example]:
+    maker = ExampleMaker(fmt, rng)
+    while True:
+        example = maker.make(documents[rng.randrange(len(documents))], prompt_budget, canvas)
+        if example is not None and len(example.middle_rest) > 1:
+            yield example
