@@ -146,13 +146,14 @@ class LineIndex:
     from several threads: the lazy table is only ever replaced by a longer, equal-prefix list.
     """
 
-    __slots__ = ("_byte_starts", "_bytes", "_lines", "_lone_cr", "_starts", "_text")
+    __slots__ = ("_bytes", "_lines", "_lone_cr", "_table", "_text")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._lines = split_lines(text)
-        self._starts = [0]
-        self._byte_starts = [0]
+        # (line start offsets, line start bytes) for lines 0..n-1; one tuple so that a thread
+        # reading it while another extends it always sees two lists of the same length.
+        self._table: tuple[list[int], list[int]] = ([0], [0])
         self._bytes: bytes | None = None
         # Lines ending in a lone "\r": tree-sitter counts rows at "\n" only, so points differ.
         self._lone_cr = sum(1 for line in self._lines if line.endswith("\r"))
@@ -163,7 +164,7 @@ class LineIndex:
     ) -> LineIndex:
         new = cls.__new__(cls)
         new._text, new._lines, new._lone_cr, new._bytes = text, lines, lone_cr, None
-        new._starts, new._byte_starts = starts, byte_starts
+        new._table = (starts, byte_starts)
         return new
 
     # -- text --------------------------------------------------------------------------------
@@ -195,18 +196,25 @@ class LineIndex:
 
     # -- the lazy line table -----------------------------------------------------------------
 
+    @property
+    def _starts(self) -> list[int]:
+        return self._table[0]
+
+    @property
+    def _byte_starts(self) -> list[int]:
+        return self._table[1]
+
     def _fill(self, row: int) -> None:
-        """Make ``_starts[row]`` valid (row < line_count)."""
-        starts = self._starts
+        """Make the table valid through ``row`` (row < line_count)."""
+        starts, byte_starts = self._table
         have = len(starts)
         if row < have:
             return
         chunk = self._lines[have - 1 : row]
         new_starts = list(accumulate(map(len, chunk), initial=starts[-1]))
-        new_bytes = list(accumulate(map(_utf8_len, chunk), initial=self._byte_starts[-1]))
-        # Rebind (never mutate) so a reader in another thread sees a consistent table.
-        self._byte_starts = self._byte_starts + new_bytes[1:]
-        self._starts = starts + new_starts[1:]
+        new_bytes = list(accumulate(map(_utf8_len, chunk), initial=byte_starts[-1]))
+        # Rebind, never mutate: a reader in another thread keeps a consistent table.
+        self._table = (starts + new_starts[1:], byte_starts + new_bytes[1:])
 
     def line_start(self, row: int) -> int:
         self._fill(row)
