@@ -50,7 +50,7 @@ from tree_sitter import Tree
 
 from dgemma_lsp.languages import LanguageSpec
 from dgemma_lsp.positions import InvalidPosition, LineIndex
-from dgemma_lsp.syntax import Block, SyntaxTree, enclosing_block, in_comment
+from dgemma_lsp.syntax import Block, SyntaxTree, child_spans, enclosing_block, in_comment
 
 __all__ = [
     "CompletionContext",
@@ -177,19 +177,6 @@ def _cut_right(text: str, start: int, end: int, count: TokenCounter, budget: int
     return lo
 
 
-def _boundary_children(tree: Tree, start_byte: int, end_byte: int) -> list[tuple[int, int]]:
-    """(start, end) bytes of the children of the smallest node spanning [start_byte, end_byte]."""
-    node = tree.root_node.descendant_for_byte_range(start_byte, end_byte)
-    if node is None or node.child_count == 0:
-        return []
-    spans = []
-    child = node.first_child_for_byte(start_byte)
-    while child is not None and child.start_byte <= end_byte:
-        spans.append((child.start_byte, child.end_byte))
-        child = child.next_sibling
-    return spans
-
-
 class _Builder:
     """One ``build_context`` call; holds what its steps share."""
 
@@ -248,7 +235,7 @@ class _Builder:
             first, tokens_from[row] = row, used
         if first > 0 and self.tree is not None:
             first_byte = lines.line_start_byte(first)
-            for start_byte, _ in _boundary_children(self.tree, first_byte, self.cursor_byte):
+            for start_byte, _ in child_spans(self.tree, first_byte, self.cursor_byte):
                 if start_byte < first_byte:
                     continue
                 row = lines.row_of(lines.offset_of_byte(start_byte))
@@ -309,7 +296,7 @@ class _Builder:
         if last < lines.line_count - 1 and self.tree is not None:
             last_byte = lines.line_start_byte(last) + len(lines.line(last).encode("utf-8", "surrogatepass"))
             best = None
-            for _, end_byte in _boundary_children(self.tree, self.cursor_byte, last_byte):
+            for _, end_byte in child_spans(self.tree, self.cursor_byte, last_byte):
                 if self.cursor_byte <= end_byte <= last_byte:
                     best = end_byte
             if best is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "Block",
     "ParseFailed",
     "SyntaxTree",
+    "child_spans",
     "enclosing_block",
     "in_comment",
     "node_at",
@@ -140,16 +141,40 @@ def enclosing_block(tree: Tree, byte: int, closers: Iterable[str]) -> Block | No
     return None
 
 
-def top_level_spans(tree: Tree, start_byte: int, end_byte: int) -> list[tuple[int, int]]:
-    """(start, end) bytes of the root's children that overlap [start_byte, end_byte].
-
-    Walks siblings from the first child that reaches ``start_byte``, so the cost is the number
-    of top-level nodes in the range, not in the file.
-    """
-    root = tree.root_node
-    node = root.first_child_for_byte(start_byte)
+def _children_in(node: Node, start_byte: int, end_byte: int) -> list[tuple[int, int]]:
+    """(start, end) bytes of ``node``'s children that reach into [start_byte, end_byte]."""
+    # Not Node.first_child_for_byte: in py-tree-sitter 0.26.1 it returns a dangling Node, not
+    # None, when no child ends after the byte, and reading that Node segfaults. The cursor
+    # variant returns None; it may stop on a child ending exactly at start_byte, which is kept.
+    cursor = node.walk()
+    if cursor.goto_first_child_for_byte(start_byte) is None:
+        return []
     spans = []
-    while node is not None and node.start_byte <= end_byte:
-        spans.append((node.start_byte, node.end_byte))
-        node = node.next_sibling
+    while True:
+        child = cursor.node
+        if child is None or child.start_byte > end_byte:
+            break
+        if child.end_byte >= start_byte:
+            spans.append((child.start_byte, child.end_byte))
+        if not cursor.goto_next_sibling():
+            break
     return spans
+
+
+def top_level_spans(tree: Tree, start_byte: int, end_byte: int) -> list[tuple[int, int]]:
+    """(start, end) bytes of the root's children that reach into [start_byte, end_byte].
+
+    Starts from the first child that reaches ``start_byte``, so the cost is the number of
+    top-level nodes in the range, not in the file.
+    """
+    return _children_in(tree.root_node, start_byte, end_byte)
+
+
+def child_spans(tree: Tree, start_byte: int, end_byte: int) -> list[tuple[int, int]]:
+    """(start, end) bytes of the children of the smallest node spanning [start_byte, end_byte].
+
+    These are the syntax boundaries at the level of the range: top-level definitions for a
+    range across several of them, class members for a range inside one class.
+    """
+    node = tree.root_node.descendant_for_byte_range(start_byte, end_byte)
+    return [] if node is None else _children_in(node, start_byte, end_byte)

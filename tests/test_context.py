@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dgemma_lsp.context import CompletionContext, ContextOptions, Stop, build_context
 from dgemma_lsp.languages import LanguageRegistry
@@ -325,3 +327,64 @@ def test_a_line_index_and_a_string_give_the_same_context(registry):
     )
     assert a == b
     assert replace(a, mode="block") != b
+
+
+# -- any input: invariants hold and nothing raises --------------------------------------------
+
+PIECES = [
+    "def f():",
+    "{",
+    "}",
+    "(",
+    ")",
+    "\n",
+    "\r\n",
+    "    ",
+    "\t",
+    "x = 1",
+    "# c",
+    "end",
+    "\N{GRINNING FACE}",
+    "\u4e2d",
+]
+snippets = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+def check_invariants(ctx: CompletionContext, text: str, options: ContextOptions) -> None:
+    assert (
+        text[ctx.prefix_start : ctx.cursor] == ctx.prefix and text[ctx.cursor : ctx.suffix_end] == ctx.suffix
+    )
+    assert ctx.prefix_tokens == count_tokens(ctx.prefix) and ctx.suffix_tokens == count_tokens(ctx.suffix)
+    limit = options.anchor_slack if ctx.prefix_reused else 1
+    assert ctx.prefix_tokens <= options.prefix_tokens * limit
+    assert ctx.suffix_tokens <= options.suffix_tokens * (options.anchor_slack if ctx.suffix_reused else 1)
+    line_start = ctx.cursor - ctx.column
+    if ctx.prefix_start < line_start:  # not cut inside the cursor line: starts at a line start
+        assert ctx.prefix_start == 0 or text[ctx.prefix_start - 1] in "\r\n"
+    assert ctx.mode in ("single_line", "multi_line", "block") and ctx.stop.min_indent >= 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["python", "javascript", "lua", "bash", None]),
+    snippets,
+    st.integers(0, 400),
+    snippets,
+    st.integers(0, 400),
+)
+def test_any_text_any_cursor_any_previous_anchor(registry, language, text, cursor, inserted, where):
+    options = ContextOptions(prefix_tokens=12, suffix_tokens=6)
+    spec = registry.spec(language)
+
+    def build(text: str, cursor: int, anchor=None) -> CompletionContext:
+        tree = SyntaxTree(registry.grammar(language), text.encode()) if spec else None
+        ctx = build_context(
+            text, cursor, count_tokens=count_tokens, spec=spec, tree=tree, options=options, anchor=anchor
+        )
+        check_invariants(ctx, text, options)
+        return ctx
+
+    first = build(text, cursor)
+    where = min(where, len(text))
+    edited = text[:where] + inserted + text[where:]
+    build(edited, min(cursor, len(text)) + (len(inserted) if where <= cursor else 0), first.anchor)

@@ -12,7 +12,7 @@ from lsprotocol.types import Position, Range, TextDocumentContentChangePartial
 
 from dgemma_lsp.documents import DocumentStore
 from dgemma_lsp.languages import DEFAULT_SPECS, LanguageRegistry, LanguageSpec
-from dgemma_lsp.syntax import SyntaxTree, enclosing_block, in_comment, node_at, top_level_spans
+from dgemma_lsp.syntax import SyntaxTree, child_spans, enclosing_block, in_comment, node_at, top_level_spans
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "context"
 CURSOR = "<|cursor|>"
@@ -130,6 +130,22 @@ def test_queries(registry):
     assert enclosing_block(tree, src.index(b"{}") + 1, ["}"]).type == "object"
     assert top_level_spans(tree, 0, len(src)) == [(0, 38), (39, 52)]
     assert top_level_spans(tree, 40, 41) == [(39, 52)]
+
+
+def test_child_spans_are_the_boundaries_at_the_level_of_the_range(registry):
+    src = b"class A {\n  int a;\n  void f() {}\n  void g() {}\n}\n"
+    tree = SyntaxTree(registry.grammar("java"), src).tree
+    # a range across two members of the class: the members (and braces) of its body
+    spans = child_spans(tree, src.index(b"void f"), src.index(b"void g") + 3)
+    assert [src[a:b] for a, b in spans] == [b"void f() {}", b"void g() {}"]
+
+
+def test_no_child_after_the_byte_gives_no_spans_not_a_crash(registry):
+    # Node.first_child_for_byte returned a dangling node here and reading it segfaulted.
+    src = "\N{GRINNING FACE}def f():{\N{GRINNING FACE}def f():\n".encode()
+    tree = SyntaxTree(registry.grammar("lua"), src).tree
+    assert top_level_spans(tree, len(src) - 1, len(src)) == []
+    assert child_spans(tree, len(src) - 1, len(src)) == []
 
 
 def test_an_unclosed_block_has_no_end_yet(registry):
