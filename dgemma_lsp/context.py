@@ -294,7 +294,7 @@ class _Builder:
                 break
             last, tokens_to[row] = row, used
         if last < lines.line_count - 1 and self.tree is not None:
-            last_byte = lines.line_start_byte(last) + len(lines.line(last).encode("utf-8", "surrogatepass"))
+            last_byte = lines.byte_at(lines.line_end(last))
             best = None
             for _, end_byte in child_spans(self.tree, self.cursor_byte, last_byte):
                 if self.cursor_byte <= end_byte <= last_byte:
