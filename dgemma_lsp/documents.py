@@ -79,10 +79,10 @@ class Document:
     def text(self) -> str:
         return self.lines.text
 
-    def offset_at(self, line: int, character: int, encoding: PositionEncoding) -> int:
+    def offset_at(self, line: int, character: int, encoding: PositionEncoding | str) -> int:
         return self.lines.offset_at(line, character, encoding)
 
-    def position_at(self, offset: int, encoding: PositionEncoding) -> tuple[int, int]:
+    def position_at(self, offset: int, encoding: PositionEncoding | str) -> tuple[int, int]:
         return self.lines.position_at(offset, encoding)
 
 
