@@ -23,9 +23,11 @@ import io
 import json
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import time
 import zipfile
 import zlib
@@ -169,6 +171,13 @@ _ALIASES: dict[str, str] = {
     "public-domain": "public-domain",
     "public domain": "public-domain",
     "unicode-dfs-2016": "Unicode-DFS-2016",
+    # Debian short names for permissive texts.
+    "go": "BSD-3-Clause",  # the Go license is BSD-3-Clause
+    "x11": "MIT",
+    "mit/x11": "MIT",
+    "mit/x": "MIT",
+    "mit-x11": "MIT",
+    "public-domain-sqlite": "public-domain",
 }
 
 # Names of copyleft or otherwise unwanted licenses; any hit rejects. Word-bounded so that words like
@@ -188,11 +197,16 @@ def canonical_license(name: str) -> str | None:
     key = re.sub(r"\s+", " ", key)
     if key.endswith("+"):  # "Apache-2.0+" style: the "or later" of a permissive license is fine
         key = key[:-1]
+    key = re.sub(r"[- ]with[- ]llvm[- ]exception$", "", key)  # an exception only adds permissions
     if key in _ALIASES:
         return _ALIASES[key]
     for pid in PERMISSIVE:
         if key == pid.lower():
             return pid
+    # Debian names variants of a permissive text after their origin: "BSD-3-clause-svgpan".
+    for base in ("bsd-3-clause", "bsd-2-clause", "expat", "mit", "isc", "zlib"):
+        if key.startswith(base + "-") and not key[len(base) + 1 :][:1].isdigit():
+            return _ALIASES[base]
     return None
 
 
@@ -251,7 +265,10 @@ class _ExprParser:
             raise ValueError(f"unexpected {tok}")
         verdict = canonical_license(tok)
         if (nxt := self._peek()) is not None and nxt.lower() == "with":
-            self.pos += 2  # the exception name; exceptions only add permissions
+            # Exceptions only add permissions; Debian writes them as several words.
+            self.pos += 1
+            while (t := self._peek()) is not None and t.lower() not in ("and", "or", ")"):
+                self.pos += 1
         return verdict
 
 
@@ -282,9 +299,8 @@ def classify_license_text(text: str) -> str | None:
     if len(text) <= 80 and "\n" not in text:
         if (direct := canonical_license(text)) is not None:
             return direct
-        if is_rejected_text(text):
-            return None
-        return parse_license_expression(text)
+        if not is_rejected_text(text) and (expr := parse_license_expression(text)) is not None:
+            return expr
     if is_rejected_text(text):
         return None
     low = re.sub(r"\s+", " ", text.lower())
@@ -381,6 +397,7 @@ def license_from_package_json(pkg: dict[str, object]) -> LicenseVerdict:
 class Dep5Stanza:
     patterns: tuple[str, ...]
     license: str  # the short-name line as written
+    text: str = ""  # the license text, when the stanza carries one
 
 
 @dataclass
@@ -398,18 +415,25 @@ class Dep5Copyright:
             fields = _dep5_fields(para)
             if "files" in fields and "license" in fields:
                 patterns = tuple(fields["files"].split())
-                short = fields["license"].splitlines()[0].strip()
-                stanzas.append(Dep5Stanza(patterns, short))
+                short, _, body = fields["license"].partition("\n")
+                stanzas.append(Dep5Stanza(patterns, short.strip(), body))
         return cls(stanzas) if stanzas else None
 
     def license_for(self, source_path: str) -> LicenseVerdict:
         """The last matching stanza wins (DEP-5 rule); '*' matches across '/'."""
         match: Dep5Stanza | None = None
         for stanza in self.stanzas:
-            if any(fnmatch.fnmatchcase(source_path, pat) for pat in stanza.patterns):
+            # Installed paths can sit below the upstream tree ("usr/share/lua/5.1/pl/x.lua" for
+            # "lua/pl/x.lua"), so a pattern also matches as a path suffix.
+            if any(
+                fnmatch.fnmatchcase(source_path, pat) or fnmatch.fnmatchcase(source_path, f"*/{pat}")
+                for pat in stanza.patterns
+            ):
                 match = stanza
         if match is None:
             return LicenseVerdict(None, "no copyright stanza matches")
+        if not match.license:  # no short name: judge the text itself
+            return LicenseVerdict(classify_license_text(match.text), "License: (text only)")
         lic = parse_license_expression(match.license)
         if lic is None and not is_rejected_text(match.license):
             lic = canonical_license(match.license)
@@ -449,6 +473,20 @@ _GENERATED_COMMENT = re.compile(r"^generated (?:by|from|with)\b", re.IGNORECASE)
 _COMMENT_START = re.compile(r"^(?:#+|//+|/\*+|\*+|--+|;+)\s*")
 _DOCSTRING_START = re.compile(r"^(?:[rRbBuU]?\"\"\"|[rRbBuU]?\'\'\')\s*")
 _STRING_LIT = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+
+
+# Fixtures: inputs for parsers and linters, often broken on purpose.
+_TESTDATA_DIRS = frozenset({"testdata", "test_data", "__fixtures__"})
+# Markers of a transpiler's or bundler's output: the readable source lives elsewhere.
+_COMPILED = re.compile(
+    r"^//# sourceMappingURL=|Object\.defineProperty\(exports, \"__esModule\"|^exports\.__esModule = true"
+    r"|\b__awaiter\b|\b__generator\b|\b_interopRequireDefault\b|\b__webpack_require__\b",
+    re.MULTILINE,
+)
+
+
+def looks_compiled(text: str) -> bool:
+    return _COMPILED.search(text) is not None
 
 
 def is_vendored(path: str) -> bool:
@@ -492,6 +530,8 @@ def reject_reason(path: str, language: str, text: str) -> str | None:
     """Why a decoded file should not be trained on, or None to keep it."""
     if is_vendored(path):
         return "vendored"
+    if _TESTDATA_DIRS & {part.lower() for part in Path(path).parts[:-1]}:
+        return "test_data"
     if is_minified_name(path):
         return "minified"
     if len(text.encode("utf-8")) < MIN_FILE_BYTES or len(text.strip().splitlines()) < 3:
@@ -501,6 +541,8 @@ def reject_reason(path: str, language: str, text: str) -> str | None:
         return "minified" if language in ("javascript", "typescript") else "long_lines"
     if looks_generated(text):
         return "generated"
+    if language in ("javascript", "typescript") and looks_compiled(text):
+        return "compiled"
     if looks_like_data(text):
         return "data_like"
     return None
@@ -736,6 +778,7 @@ class Candidate:
     language: str
     raw: bytes
     license: str
+    drop: str | None = None  # decided by the source itself (file license, compiled output)
 
 
 @dataclass
@@ -752,7 +795,14 @@ class SourceInfo:
     bytes: Counter[str] = field(default_factory=Counter)
 
 
-def language_of(path: str, cpp_headers: bool = False) -> str | None:
+_SHEBANGS = (("node", "javascript"), ("python", "python"), ("lua", "lua"), ("bash", "bash"), ("sh", "bash"))
+
+
+Source = tuple[SourceInfo, Iterator[Candidate]]  # what the manifest says, and the files
+
+
+def language_of(path: str, cpp_headers: bool = False, head: bytes = b"") -> str | None:
+    """Language by extension; an extensionless script by its #! line."""
     lower = path.lower()
     if lower.endswith(".d.ts"):
         return "typescript"
@@ -760,13 +810,18 @@ def language_of(path: str, cpp_headers: bool = False) -> str | None:
     lang = EXTENSIONS.get(suffix)
     if lang == "c" and suffix == ".h" and cpp_headers:
         return "cpp"
+    if lang is None and not suffix and head.startswith(b"#!"):
+        words = re.findall(r"[a-z]+", head.split(b"\n", 1)[0].decode("latin-1").lower())
+        for word, shebang_lang in _SHEBANGS:
+            if word in words:
+                return shebang_lang
     return lang
 
 
 _TEST_DIRS = frozenset({"test", "tests", "idle_test"})
 
 
-def stdlib_files(stdlib: Path, langs: set[str]) -> tuple[SourceInfo, Iterator[Candidate]]:
+def stdlib_files(stdlib: Path, langs: set[str]) -> Source:
     """CPython's pure-Python standard library, without its test suites (PSF license)."""
     version = ".".join(map(str, sys.version_info[:3]))
     info = SourceInfo(f"cpython-{version}", "stdlib", version, "PSF-2.0", "CPython LICENSE.txt (PSF-2.0)")
@@ -834,9 +889,7 @@ def _run_fetch(cmd: list[str], what: str, cwd: Path | None = None) -> bool:
     return True
 
 
-def wheel_files(
-    name: str, cache: Path, offline: bool, langs: set[str]
-) -> tuple[SourceInfo, Iterator[Candidate]]:
+def wheel_files(name: str, cache: Path, offline: bool, langs: set[str]) -> Source:
     info = SourceInfo(name, "pypi")
     if "python" not in langs:
         info.skipped = "language not requested"
@@ -864,6 +917,291 @@ def wheel_files(
                 if not member.endswith(".py") or ".dist-info/" in member:
                     continue
                 yield Candidate(f"{name}-{info.version}/{member}", "python", zf.read(member), info.license)
+
+    return info, walk()
+
+
+# --- npm ------------------------------------------------------------------------------------
+
+# Directories of build output in npm tarballs (bundles, UMD builds); readable sources live beside.
+_BUILD_DIRS = frozenset(
+    {"dist", "umd", "bundle", "bundles", "build", "min", "fesm2015", "fesm2020", "fesm2022"}
+)
+
+
+def _npm_stem(name: str) -> str:
+    """npm pack names "@scope/pkg" as "scope-pkg-<version>.tgz"."""
+    return name.lstrip("@").replace("/", "-")
+
+
+def cached_npm(name: str, cache: Path) -> Path | None:
+    pattern = re.compile(rf"^{re.escape(_npm_stem(name))}-(\d[^/]*)\.tgz$")
+    found = [(m.group(1), p) for p in cache.glob("*.tgz") if (m := pattern.match(p.name))]
+    if not found:
+        return None
+    return max(found, key=lambda vp: _version_key(vp[0]))[1]
+
+
+def fetch_npm(name: str, cache: Path, offline: bool) -> Path | None:
+    cache.mkdir(parents=True, exist_ok=True)
+    if (hit := cached_npm(name, cache)) is not None or offline:
+        return hit
+    if shutil.which("npm") is None:
+        log.warning("skip npm:%s: npm is not installed", name)
+        return None
+    if not _run_fetch(["npm", "pack", "--silent", name], f"npm:{name}", cwd=cache):
+        return None
+    return cached_npm(name, cache)
+
+
+def npm_files(name: str, cache: Path, offline: bool, langs: set[str]) -> Source:
+    info = SourceInfo(name, "npm")
+    if not langs & {"javascript", "typescript"}:
+        info.skipped = "language not requested"
+        return info, iter(())
+    tgz = fetch_npm(name, cache, offline)
+    if tgz is None:
+        info.skipped = "not fetched"
+        return info, iter(())
+    with tarfile.open(tgz) as tf:
+        members = [m for m in tf.getmembers() if m.isfile()]
+        meta = next((m for m in members if m.name.count("/") == 1 and m.name.endswith("/package.json")), None)
+        pkg = json.loads(tf.extractfile(meta).read()) if meta else {}  # type: ignore[union-attr]
+    verdict = license_from_package_json(pkg)
+    info.version = str(pkg.get("version", ""))
+    info.license_evidence = verdict.reason
+    if not verdict.accepted:
+        info.skipped = f"license: {verdict.reason}"
+        return info, iter(())
+    info.license = verdict.license or ""
+
+    def walk() -> Iterator[Candidate]:
+        with tarfile.open(tgz) as tf:
+            files = [m for m in tf.getmembers() if m.isfile()]  # archive order: no gzip re-seeks
+            rels = [m.name.split("/", 1)[1] if "/" in m.name else m.name for m in files]
+            # In a package written in TypeScript, the .js and .d.ts files are the compiler's output.
+            has_ts = any(r.endswith((".ts", ".tsx")) and not r.endswith(".d.ts") for r in rels)
+            for member, rel in zip(files, rels, strict=True):
+                lang = language_of(rel)
+                if lang not in ("javascript", "typescript"):
+                    continue
+                drop = None
+                if {p.lower() for p in Path(rel).parts[:-1]} & _BUILD_DIRS:
+                    drop = "build_output"
+                elif has_ts and (lang == "javascript" or rel.endswith(".d.ts")):
+                    drop = "compiled"
+                raw = b"" if drop else tf.extractfile(member).read()  # type: ignore[union-attr]
+                yield Candidate(f"{name}-{info.version}/{rel}", lang, raw, info.license, drop)
+
+    return info, walk()
+
+
+# --- Debian ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DebianSpec:
+    """A Debian binary package that ships sources, and where they lie once unpacked."""
+
+    package: str
+    langs: tuple[str, ...]
+    strip: str = ""  # regex: installed prefix of the upstream source tree (for copyright globs)
+    include: tuple[str, ...] = ()  # path globs to take; empty: everything but docs
+    exclude: tuple[str, ...] = ()  # path globs to skip (test suites, fixtures)
+    cpp_headers: bool = False
+    source: bool = False  # a source package (apt-get source) rather than a binary one
+
+
+def _included(rel: str, spec: DebianSpec) -> bool:
+    if spec.include and not any(fnmatch.fnmatchcase(rel, pat) for pat in spec.include):
+        return False
+    return not any(fnmatch.fnmatchcase(rel, pat) for pat in spec.exclude)
+
+
+def cached_deb(package: str, cache: Path) -> Path | None:
+    found = sorted(cache.glob(f"{package}_*.deb"))
+    return found[-1] if found else None
+
+
+def fetch_deb(package: str, cache: Path, offline: bool) -> Path | None:
+    cache.mkdir(parents=True, exist_ok=True)
+    if (hit := cached_deb(package, cache)) is not None or offline:
+        return hit
+    if shutil.which("apt-get") is None:
+        log.warning("skip debian:%s: apt-get is not available", package)
+        return None
+    if not _run_fetch(["apt-get", "download", package], f"debian:{package} (try apt-get update)", cwd=cache):
+        return None
+    return cached_deb(package, cache)
+
+
+def unpack_deb(deb: Path, cache: Path) -> Path | None:
+    root = cache / "unpacked" / deb.stem
+    if (root / ".done").exists():
+        return root
+    if shutil.which("dpkg") is None:
+        log.warning("skip %s: dpkg is not available", deb.name)
+        return None
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if not _run_fetch(["dpkg", "-x", str(deb), str(root)], deb.name):
+        return None
+    (root / ".done").touch()
+    return root
+
+
+def _debian_copyright(root: Path, package: str) -> str | None:
+    own = root / "usr/share/doc" / package / "copyright"
+    if own.is_file():
+        return own.read_text(errors="replace")
+    others = sorted(p for p in (root / "usr/share/doc").glob("*/copyright") if p.is_file())
+    return others[0].read_text(errors="replace") if others else None
+
+
+def debian_files(spec: DebianSpec, cache: Path, offline: bool, langs: set[str]) -> Source:
+    info = SourceInfo(spec.package, "debian")
+    if not langs & set(spec.langs):
+        info.skipped = "language not requested"
+        return info, iter(())
+    deb = fetch_deb(spec.package, cache, offline)
+    root = unpack_deb(deb, cache) if deb is not None else None
+    if deb is None or root is None:
+        info.skipped = "not fetched"
+        return info, iter(())
+    info.version = deb.stem.split("_")[1]
+    text = _debian_copyright(root, spec.package)
+    copyright_ = Dep5Copyright.parse(text) if text else None
+    if copyright_ is None:
+        info.skipped = "license: no machine-readable debian/copyright"
+        return info, iter(())
+    main = copyright_.license_for("*")
+    info.license = main.license or ""
+    info.license_evidence = f"debian/copyright, per file; {main.reason} for Files: *"
+
+    def walk() -> Iterator[Candidate]:
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith("usr/share/doc/") or not _included(rel, spec):
+                continue
+            with path.open("rb") as fh:
+                head = fh.read(128)
+            lang = language_of(rel, spec.cpp_headers, head)
+            if lang is None or lang not in spec.langs:
+                continue
+            source_path = re.sub(spec.strip, "", rel, count=1) if spec.strip else rel
+            verdict = copyright_.license_for(source_path)
+            drop = None if verdict.accepted else "license"
+            raw = path.read_bytes() if verdict.accepted else b""
+            yield Candidate(f"{spec.package}-{info.version}/{rel}", lang, raw, verdict.license or "", drop)
+
+    return info, walk()
+
+
+# Source packages come through apt-get with a private deb-src list, so the machine's own apt
+# configuration is never touched.
+_DEB_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+_DEB_SRC_LINE = f"deb-src [signed-by={_DEB_KEYRING}] http://deb.debian.org/debian {{suite}} main\n"
+
+
+def _apt_source_options(cache: Path) -> list[str] | None:
+    """apt-get options for the private deb-src list, refreshed once per cache."""
+    base = cache / "apt-src"
+    (base / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+    (base / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    suite = "bookworm"
+    os_release = Path("/etc/os-release")
+    if os_release.exists() and (m := re.search(r"^VERSION_CODENAME=(\w+)", os_release.read_text(), re.M)):
+        suite = m.group(1)
+    (base / "sources.list").write_text(_DEB_SRC_LINE.format(suite=suite))
+    opts = [
+        f"-oDir::Etc::SourceList={base / 'sources.list'}",
+        "-oDir::Etc::SourceParts=/nonexistent",
+        f"-oDir::State::Lists={base / 'lists'}",
+        f"-oDir::Cache={base / 'cache'}",
+    ]
+    fresh = any((base / "lists").glob("*Sources*"))
+    if not fresh and not _run_fetch(["apt-get", *opts, "update"], "deb-src index"):
+        return None
+    return opts
+
+
+def fetch_deb_source(package: str, cache: Path, offline: bool) -> Path | None:
+    """Folder holding the package's .dsc, orig tarball and debian tarball."""
+    folder = cache / "src" / package
+    if any(folder.glob("*.dsc")) or offline:
+        return folder if any(folder.glob("*.dsc")) else None
+    if shutil.which("apt-get") is None:
+        log.warning("skip debian-src:%s: apt-get is not available", package)
+        return None
+    opts = _apt_source_options(cache)
+    if opts is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    if not _run_fetch(
+        ["apt-get", *opts, "source", "--download-only", package], f"debian-src:{package}", folder
+    ):
+        return None
+    return folder if any(folder.glob("*.dsc")) else None
+
+
+def _source_tarballs(folder: Path) -> tuple[Path | None, Path | None]:
+    """(upstream tarball, debian tarball); a native package has only the first."""
+    tars = sorted(p for p in folder.iterdir() if ".tar." in p.name)
+    debian = next((p for p in tars if ".debian.tar." in p.name), None)
+    orig = next((p for p in tars if ".orig.tar." in p.name), None)
+    if orig is None:  # native package
+        orig = next((p for p in tars if p is not debian and ".orig-" not in p.name), None)
+    return orig, debian
+
+
+def _tar_member_text(tar_path: Path, suffix: str) -> str | None:
+    with tarfile.open(tar_path) as tf:
+        for member in tf.getmembers():
+            if member.isfile() and (member.name == suffix or member.name.endswith("/" + suffix)):
+                return tf.extractfile(member).read().decode("utf-8", "replace")  # type: ignore[union-attr]
+    return None
+
+
+def debian_source_files(spec: DebianSpec, cache: Path, offline: bool, langs: set[str]) -> Source:
+    """Files of a Debian source package's upstream tarball, licensed per file by debian/copyright."""
+    info = SourceInfo(spec.package, "debian-src")
+    if not langs & set(spec.langs):
+        info.skipped = "language not requested"
+        return info, iter(())
+    folder = fetch_deb_source(spec.package, cache, offline)
+    orig, debian = _source_tarballs(folder) if folder is not None else (None, None)
+    if folder is None or orig is None:
+        info.skipped = "not fetched"
+        return info, iter(())
+    dsc = next(folder.glob("*.dsc"))
+    info.version = dsc.stem.split("_", 1)[1]
+    text = _tar_member_text(debian or orig, "debian/copyright")
+    copyright_ = Dep5Copyright.parse(text) if text else None
+    if copyright_ is None:
+        info.skipped = "license: no machine-readable debian/copyright"
+        return info, iter(())
+    main = copyright_.license_for("*")
+    info.license = main.license or ""
+    info.license_evidence = f"debian/copyright, per file; {main.reason} for Files: *"
+
+    def walk() -> Iterator[Candidate]:
+        with tarfile.open(orig) as tf:
+            for member in tf:
+                if not member.isfile() or "/" not in member.name:
+                    continue
+                rel = member.name.split("/", 1)[1]  # drop the "<pkg>-<version>/" top folder
+                if rel.startswith("debian/") or not _included(rel, spec):
+                    continue
+                fh = tf.extractfile(member)
+                raw = fh.read() if fh is not None else b""
+                lang = language_of(rel, spec.cpp_headers, raw[:128])
+                if lang is None or lang not in spec.langs:
+                    continue
+                verdict = copyright_.license_for(rel)
+                drop = None if verdict.accepted else "license"
+                yield Candidate(
+                    f"{spec.package}-{info.version}/{rel}", lang, raw, verdict.license or "", drop
+                )
 
     return info, walk()
 
@@ -902,6 +1240,81 @@ PYPI_PACKAGES: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# npm packages under MIT/ISC/BSD/Apache (package.json decides). Bundles and the compiled output of
+# TypeScript packages are dropped file by file; typescript itself brings its lib.*.d.ts.
+NPM_PACKAGES: tuple[str, ...] = (
+    "lodash", "express", "react", "react-dom", "vue", "typescript", "axios", "date-fns", "zod", "chalk",
+    "commander", "yargs", "debug", "ms", "semver", "uuid", "minimist", "glob", "rimraf", "fs-extra",
+    "async", "bluebird", "dayjs", "rxjs", "immer", "redux", "@reduxjs/toolkit", "react-redux", "mobx",
+    "preact", "svelte", "lit", "ramda", "underscore", "jquery", "d3-array", "d3-scale", "d3-shape",
+    "d3-selection", "three", "eslint", "webpack", "ws", "socket.io", "koa", "@koa/router", "fastify",
+    "body-parser", "cookie", "cors", "jsonwebtoken", "mongoose", "sequelize", "knex", "pg", "ioredis",
+    "node-fetch", "undici", "got", "superagent", "cheerio", "jsdom", "js-yaml", "ajv", "joi", "yup",
+    "class-validator", "inversify", "tslib", "type-fest", "@types/node", "@types/react",
+    "vscode-languageserver", "vscode-languageclient", "vscode-jsonrpc", "vscode-languageserver-protocol",
+    "marked", "markdown-it", "highlight.js", "handlebars", "ejs", "mustache", "nunjucks", "inquirer",
+    "execa", "globby", "chokidar", "micromatch", "picomatch", "fast-glob", "minimatch", "graceful-fs",
+    "lru-cache", "p-limit", "p-queue", "eventemitter3", "core-js", "fp-ts", "effect", "io-ts",
+    "@trpc/server", "@tanstack/query-core", "superstruct", "ts-pattern", "csstype", "acorn", "estraverse",
+    "esquery", "prettier", "moment", "luxon", "hono", "kysely", "drizzle-orm",
+)  # fmt: skip
+
+_LUA_BINARIES = (
+    "lua-penlight", "lua-busted", "lua-luassert", "lua-say", "lua-cliargs", "lua-argparse", "lua-dkjson",
+    "lua-json", "lua-inspect", "lua-ldoc", "lua-moses", "lua-mediator", "lua-term", "lua-system",
+    "lua-socket", "lua-http", "lua-cqueues", "lua-lpeg-patterns", "lua-logging", "lua-markdown",
+    "lua-messagepack", "lua-binaryheap", "lua-basexx", "lua-fifo", "lua-compat53", "lua-coxpcall",
+    "lua-copas", "lua-check", "lua-unit", "lua-uri", "lua-lgi", "lua-nvim", "lua-resty-core",
+    "lua-resty-lrucache", "lua-ansicolors", "lua-cosmo", "lua-wsapi", "lua-inifile", "lua-redis",
+    "luarocks", "prosody",
+)  # fmt: skip
+_BASH_BINARIES = (
+    "bats", "bats-assert", "bats-support", "bats-file", "shunit2", "git-extras", "neofetch", "rbenv",
+    "dehydrated",
+)  # fmt: skip
+_CPP_HEADER_BINARIES = (
+    "nlohmann-json3-dev", "rapidjson-dev", "libspdlog-dev", "libcli11-dev", "doctest-dev",
+    "libcereal-dev", "libcxxopts-dev", "libxsimd-dev", "libxtensor-dev", "libabsl-dev",
+)  # fmt: skip
+_C_SOURCES = (
+    "sqlite3", "zlib", "lua5.4", "libuv1", "redis", "jq", "libyaml", "expat", "json-c", "jansson", "lz4",
+    "hiredis", "libevent", "cjson", "musl", "tmux", "libsodium", "memcached", "lighttpd", "cmark", "md4c",
+    "c-ares", "libffi", "nghttp2", "libarchive", "pcre2", "libxml2", "nginx",
+)  # fmt: skip
+_CPP_SOURCES = (
+    "fmtlib", "leveldb", "re2", "pugixml", "tinyxml2", "snappy", "double-conversion", "flatbuffers",
+    "cpp-httplib", "yaml-cpp", "google-glog", "gflags", "benchmark", "ninja-build", "protobuf",
+)  # fmt: skip
+_JAVA_SOURCES = (
+    "commons-lang3", "commons-io", "commons-collections4", "commons-text", "commons-cli", "commons-codec",
+    "commons-compress", "commons-math3", "guava-libraries", "jackson-core", "jackson-databind",
+    "libgoogle-gson-java", "joda-time", "jsoup", "slf4j", "netty", "antlr4", "picocli", "mockito",
+    "assertj-core", "httpcomponents-client", "jline3", "javaparser",
+)  # fmt: skip
+
+# Debian packages, most valuable first within each language.
+DEBIAN_SPECS: tuple[DebianSpec, ...] = (
+    # The Go tree's test/ folder holds compiler test cases (often invalid on purpose): src/ only.
+    DebianSpec(
+        "golang-1.19-src", ("go", "c"), strip=r"^usr/share/go-[^/]+/", include=("usr/share/go-*/src/*",)
+    ),
+    # rust-src ships the whole rustc tree; its src/ is mostly the UI test suite.
+    DebianSpec(
+        "rust-src",
+        ("rust",),
+        strip=r"^usr/src/rustc-[^/]+/",
+        include=("usr/src/rustc-*/library/*", "usr/src/rustc-*/compiler/*"),
+    ),
+    *(DebianSpec(name, ("lua",)) for name in _LUA_BINARIES),
+    *(DebianSpec(name, ("bash",)) for name in _BASH_BINARIES),
+    DebianSpec("googletest", ("cpp",), cpp_headers=True),
+    *(DebianSpec(name, ("cpp",), cpp_headers=True) for name in _CPP_HEADER_BINARIES),
+    *(DebianSpec(name, ("c", "lua", "bash"), source=True) for name in _C_SOURCES),
+    *(DebianSpec(name, ("cpp", "c"), cpp_headers=True, source=True) for name in _CPP_SOURCES),
+    *(DebianSpec(name, ("java",), source=True) for name in _JAVA_SOURCES),
+)
+
+
 # --------------------------------------------------------------------------------------------
 # Build
 # --------------------------------------------------------------------------------------------
@@ -917,6 +1330,8 @@ class BuildConfig:
     valid_fraction: float = 0.01
     offline: bool = False
     pypi: tuple[str, ...] = PYPI_PACKAGES
+    npm: tuple[str, ...] = NPM_PACKAGES
+    debian: tuple[DebianSpec, ...] = DEBIAN_SPECS
     stdlib: Path = field(default_factory=lambda: Path(sysconfig.get_paths()["stdlib"]))
 
 
@@ -1016,7 +1431,7 @@ class Pipeline:
         if cap is not None and sum(stats.bytes.values()) >= cap:
             stats.dropped["over_max_mb"] += 1
             return
-        reason, text = self.judge(cand)
+        reason, text = (cand.drop, "") if cand.drop else self.judge(cand)
         if reason is not None:
             stats.dropped[reason] += 1
             return
@@ -1058,6 +1473,11 @@ def iter_sources(cfg: BuildConfig) -> Iterator[tuple[SourceInfo, Iterator[Candid
     yield stdlib_files(cfg.stdlib, cfg.langs)
     for name in cfg.pypi:
         yield wheel_files(name, cfg.cache / "pypi", cfg.offline, cfg.langs)
+    for name in cfg.npm:
+        yield npm_files(name, cfg.cache / "npm", cfg.offline, cfg.langs)
+    for spec in cfg.debian:
+        fetch = debian_source_files if spec.source else debian_files
+        yield fetch(spec, cfg.cache / "debian", cfg.offline, cfg.langs)
 
 
 def build(cfg: BuildConfig) -> dict[str, object]:
