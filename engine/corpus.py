@@ -203,9 +203,13 @@ def canonical_license(name: str) -> str | None:
     for pid in PERMISSIVE:
         if key == pid.lower():
             return pid
-    # Debian names variants of a permissive text after their origin: "BSD-3-clause-svgpan".
-    for base in ("bsd-3-clause", "bsd-2-clause", "expat", "mit", "isc", "zlib"):
-        if key.startswith(base + "-") and not key[len(base) + 1 :][:1].isdigit():
+    # Debian names variants of a permissive text after their origin: "BSD-3-clause-svgpan",
+    # "BSD-3-Clause~Google", "BSD-3-google", "MIT-1".
+    for base, lic in (("bsd-3", "BSD-3-Clause"), ("bsd-2", "BSD-2-Clause"), ("expat", "MIT"), ("mit", "MIT")):
+        if key.startswith((base + "-", base + "~")):
+            return lic
+    for base in ("isc", "zlib", "apache-2.0"):
+        if key.startswith(base + "~"):
             return _ALIASES[base]
     return None
 
@@ -403,6 +407,7 @@ class Dep5Stanza:
 @dataclass
 class Dep5Copyright:
     stanzas: list[Dep5Stanza]
+    texts: dict[str, str] = field(default_factory=dict)  # standalone License paragraphs by name
 
     @classmethod
     def parse(cls, text: str) -> Dep5Copyright | None:
@@ -411,13 +416,17 @@ class Dep5Copyright:
         if not paragraphs or not re.search(r"^Format:", paragraphs[0], re.M):
             return None
         stanzas: list[Dep5Stanza] = []
+        texts: dict[str, str] = {}
         for para in paragraphs:
             fields = _dep5_fields(para)
-            if "files" in fields and "license" in fields:
-                patterns = tuple(fields["files"].split())
-                short, _, body = fields["license"].partition("\n")
-                stanzas.append(Dep5Stanza(patterns, short.strip(), body))
-        return cls(stanzas) if stanzas else None
+            if "license" not in fields:
+                continue
+            short, _, body = fields["license"].partition("\n")
+            if "files" in fields:
+                stanzas.append(Dep5Stanza(tuple(fields["files"].split()), short.strip(), body))
+            elif short.strip() and body.strip():
+                texts[short.strip().lower()] = body
+        return cls(stanzas, texts) if stanzas else None
 
     def license_for(self, source_path: str) -> LicenseVerdict:
         """The last matching stanza wins (DEP-5 rule); '*' matches across '/'."""
@@ -436,7 +445,9 @@ class Dep5Copyright:
             return LicenseVerdict(classify_license_text(match.text), "License: (text only)")
         lic = parse_license_expression(match.license)
         if lic is None and not is_rejected_text(match.license):
-            lic = canonical_license(match.license)
+            # A name of Debian's own ("Lucent", "BSD-3-Clause~Google"): judge the text it names.
+            text = match.text or self.texts.get(match.license.lower(), "")
+            lic = classify_license_text(text) if text.strip() else None
         return LicenseVerdict(lic, f"License: {match.license}")
 
 
@@ -1105,7 +1116,7 @@ _DEB_SRC_LINE = f"deb-src [signed-by={_DEB_KEYRING}] http://deb.debian.org/debia
 
 def _apt_source_options(cache: Path) -> list[str] | None:
     """apt-get options for the private deb-src list, refreshed once per cache."""
-    base = cache / "apt-src"
+    base = (cache / "apt-src").resolve()  # apt-get runs in the package's folder
     (base / "lists" / "partial").mkdir(parents=True, exist_ok=True)
     (base / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
     suite = "bookworm"
@@ -1285,11 +1296,14 @@ _CPP_SOURCES = (
     "fmtlib", "leveldb", "re2", "pugixml", "tinyxml2", "snappy", "double-conversion", "flatbuffers",
     "cpp-httplib", "yaml-cpp", "google-glog", "gflags", "benchmark", "ninja-build", "protobuf",
 )  # fmt: skip
+# Named by binary package: apt-get source finds the source package behind it.
 _JAVA_SOURCES = (
-    "commons-lang3", "commons-io", "commons-collections4", "commons-text", "commons-cli", "commons-codec",
-    "commons-compress", "commons-math3", "guava-libraries", "jackson-core", "jackson-databind",
-    "libgoogle-gson-java", "joda-time", "jsoup", "slf4j", "netty", "antlr4", "picocli", "mockito",
-    "assertj-core", "httpcomponents-client", "jline3", "javaparser",
+    "libcommons-lang3-java", "libcommons-io-java", "libcommons-collections4-java", "libcommons-text-java",
+    "libcommons-cli-java", "libcommons-codec-java", "libcommons-compress-java", "libcommons-math3-java",
+    "libguava-java", "libjackson2-core-java", "libjackson2-databind-java", "libgoogle-gson-java",
+    "libjoda-time-java", "libjsoup-java", "libslf4j-java", "libnetty-java", "libantlr4-runtime-java",
+    "libpicocli-java", "libmockito-java", "libassertj-core-java", "libhttpclient-java", "libjline3-java",
+    "libjavaparser-java",
 )  # fmt: skip
 
 # Debian packages, most valuable first within each language.
@@ -1434,6 +1448,7 @@ class Pipeline:
         reason, text = (cand.drop, "") if cand.drop else self.judge(cand)
         if reason is not None:
             stats.dropped[reason] += 1
+            log.debug("drop %-12s %s", reason, cand.path)
             return
         split = split_of(cand.path, self.cfg.valid_fraction)
         record = {
@@ -1640,7 +1655,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--valid-fraction", type=float, default=0.01)
     b.add_argument("--benchmarks", type=Path, default=DEFAULT_BENCHMARKS, help="held-out benchmarks")
     b.add_argument("--offline", action="store_true", help="use the cache only, download nothing")
-    b.add_argument("-v", "--verbose", action="store_true")
+    b.add_argument("-v", "--verbose", action="store_true", help="log every dropped file and why")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(message)s"

@@ -127,9 +127,11 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
     import torch
     from safetensors import SafetensorError
     from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.utils import logging as hf_logging
 
     from engine.local_engine import LocalEngine
 
+    hf_logging.disable_progress_bar()  # the server's stderr is a log, not a terminal
     folder = Path(resolved.location)
     check_checkpoint(folder)
     if threads:

@@ -1,0 +1,157 @@
+"""`dgemma-lsp`: serve LSP (stdio or TCP), complete at a position from the terminal, or check the setup.
+
+dgemma-lsp [--stdio]                     serve over stdin/stdout (what editors start)
+dgemma-lsp --tcp --port 2087             serve over TCP
+dgemma-lsp complete FILE --line L --col C [--model SPEC] [--json]
+dgemma-lsp doctor [--model SPEC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+SUBCOMMANDS = ("complete", "doctor")
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dgemma-lsp", description="DiffusionGemma completion language server"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
+    mode.add_argument("--tcp", action="store_true", help="serve over TCP")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument("--model", help="model spec: default, a checkpoint folder, a cached HF id, or a URL")
+    parser.add_argument("--log-file", help="write the server log here (stderr otherwise)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.epilog = f"subcommands: {', '.join(SUBCOMMANDS)} (dgemma-lsp SUBCOMMAND --help)"
+    return parser
+
+
+def _complete_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dgemma-lsp complete", description="print the completion at a position"
+    )
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--line", type=int, required=True, help="1-based line")
+    parser.add_argument("--col", type=int, required=True, help="1-based column, in characters")
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--language", help="language id (default: from the file extension)")
+    parser.add_argument("--budget-ms", type=int, default=0, help="latency budget (0: none)")
+    parser.add_argument("--candidates", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _doctor_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dgemma-lsp doctor", description="report versions, device, model")
+    parser.add_argument("--model", default="default")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        command, rest = argv[0], argv[1:]
+        if command == "complete":
+            return complete(_complete_parser().parse_args(rest))
+        return doctor(_doctor_parser().parse_args(rest))
+    return serve(_serve_parser().parse_args(argv))
+
+
+def _configure_logging(verbose: bool, log_file: str | None) -> None:
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=[handler],
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    _configure_logging(args.verbose, args.log_file)
+    from dgemma_lsp.server import create_server
+
+    server = create_server(model_override=args.model)
+    if args.tcp:
+        server.start_tcp(args.host, args.port)
+    else:
+        server.start_io()
+    return 0
+
+
+def complete(args: argparse.Namespace) -> int:
+    from dgemma_lsp.completion import finish, plan
+    from dgemma_lsp.languages import LanguageRegistry
+    from dgemma_lsp.options import CompletionOptions, Options
+    from dgemma_lsp.workspace import OpenFiles
+    from engine import EngineError, load_engine
+
+    try:
+        text = args.file.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"dgemma-lsp: cannot read {args.file}: {err}", file=sys.stderr)
+        return 2
+    if args.line < 1 or args.col < 1:
+        print("dgemma-lsp: --line and --col are 1-based", file=sys.stderr)
+        return 2
+    registry = LanguageRegistry()
+    spec = registry.spec(args.language) if args.language else registry.spec_for_path(args.file)
+    language_id = args.language or (spec.language_ids[0] if spec else "plaintext")
+    files = OpenFiles(registry, "utf-32")  # utf-32 columns are characters
+    uri = args.file.resolve().as_uri()
+    document = files.open(uri, language_id, 0, text)
+    cursor = document.offset_at(args.line - 1, args.col - 1, files.encoding)
+    try:
+        engine = load_engine(args.model, device=args.device)
+    except EngineError as err:
+        print(f"dgemma-lsp: {err}", file=sys.stderr)
+        return 1
+    options = Options(
+        completion=CompletionOptions(latency_budget_ms=args.budget_ms, candidates=args.candidates)
+    )
+    started = time.monotonic()
+    planned = plan(files.snapshot(uri), cursor, options, engine.count_tokens, started)
+    result = engine.infill(planned.request)
+    outcome = finish(planned, result)
+    latency_ms = (time.monotonic() - started) * 1000
+    text_out = outcome.proposals[0].text if outcome.proposals else ""
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "text": text_out,
+                    "candidates": [p.text for p in outcome.proposals],
+                    "mode": planned.context.mode,
+                    "steps": result.steps,
+                    "tokens_per_forward": round(result.tokens_per_forward, 3),
+                    "latency_ms": round(latency_ms, 2),
+                    "engine_ms": round(result.timings.total_ms, 2),
+                    "stop_reason": result.stop_reason,
+                    "prompt_tokens": result.prompt_tokens,
+                    "model": engine.info.name,
+                    "device": engine.info.device,
+                }
+            )
+        )
+    else:
+        print(text_out)
+    return 0
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from dgemma_lsp.doctor import report
+
+    print(report(args.model))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""From a cursor in an open file to the completions worth offering: the server's pure core.
+
+`plan` runs on the event loop (fast: windows and scope from the incremental tree) and yields the
+engine request; `finish` turns the engine's result into proposals after post-processing. The model
+call between them runs on the worker thread. Neither step knows about LSP types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dgemma_lsp.context import CompletionContext, ContextOptions, TokenCounter, build_context
+from dgemma_lsp.options import Options
+from dgemma_lsp.postprocess import Shape, postprocess
+from dgemma_lsp.workspace import Snapshot
+from engine import InfillRequest, InfillResult
+
+
+@dataclass(frozen=True)
+class Plan:
+    context: CompletionContext
+    request: InfillRequest
+
+
+@dataclass(frozen=True)
+class Proposal:
+    text: str  # inserted at the cursor
+    cursor: int  # code-point offset in the document it was planned for
+    confidence: float  # mean token probability
+
+
+@dataclass(frozen=True)
+class Outcome:
+    proposals: tuple[Proposal, ...]
+    result: InfillResult
+
+
+def context_options(options: Options) -> ContextOptions:
+    return ContextOptions(
+        prefix_tokens=options.context.prefix_tokens, suffix_tokens=options.context.suffix_tokens
+    )
+
+
+def plan(
+    snapshot: Snapshot, cursor: int, options: Options, count_tokens: TokenCounter, started: float
+) -> Plan:
+    """The context at `cursor` and the engine request for it; `started` is the request's monotonic time."""
+    context = build_context(
+        snapshot.document.lines,
+        cursor,
+        count_tokens=count_tokens,
+        spec=snapshot.spec,
+        language_id=snapshot.document.language_id,
+        tree=snapshot.tree,
+        options=context_options(options),
+        anchor=snapshot.anchor,
+    )
+    completion = options.completion
+    multi_line = context.mode != "single_line"
+    budget = completion.latency_budget_ms
+    request = InfillRequest(
+        prefix=context.prefix,
+        suffix=context.suffix,
+        language=context.language or "",
+        max_new_tokens=completion.max_tokens_multi_line if multi_line else completion.max_tokens_single_line,
+        deadline=started + budget / 1000.0 if budget else None,
+        n_candidates=completion.candidates,
+        max_steps=completion.max_steps or None,
+    )
+    return Plan(context=context, request=request)
+
+
+def shape_of(context: CompletionContext) -> Shape:
+    return Shape(
+        multi_line=context.mode != "single_line",
+        max_lines=context.max_lines,
+        min_indent=context.stop.min_indent if context.mode != "single_line" else None,
+        line_suffix=context.line_suffix,
+        suffix=context.suffix,
+    )
+
+
+def finish(planned: Plan, result: InfillResult) -> Outcome:
+    shape = shape_of(planned.context)
+    proposals: list[Proposal] = []
+    seen: set[str] = set()
+    for candidate in result.candidates:
+        text = postprocess(candidate.text, shape)
+        if text is None or text in seen:
+            continue
+        seen.add(text)
+        proposals.append(
+            Proposal(text=text, cursor=planned.context.cursor, confidence=candidate.mean_confidence)
+        )
+    return Outcome(proposals=tuple(proposals), result=result)

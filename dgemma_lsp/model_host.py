@@ -1,0 +1,88 @@
+"""The engine's life in the server: loaded in the background, swapped when the options change.
+
+Loading runs as a job on the model worker, so it never overlaps a completion and the event loop
+stays free (the first `import torch` alone takes seconds). Until the engine is ready, completion
+requests get an empty answer instead of waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from dgemma_lsp.options import Options
+from dgemma_lsp.scheduler import Scheduler, Superseded
+from engine import Engine, EngineError
+
+logger = logging.getLogger(__name__)
+
+MODEL_JOB = "<model>"
+
+
+class ModelState(Enum):
+    NONE = "none"
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    spec: str
+    device: str
+    threads: int
+
+    @classmethod
+    def of(cls, options: Options) -> ModelChoice:
+        return cls(spec=options.model, device=options.device, threads=options.threads)
+
+
+Loader = Callable[[ModelChoice], Engine]
+
+
+def load_with_engine_package(choice: ModelChoice) -> Engine:
+    from engine import load_engine
+
+    return load_engine(choice.spec, device=choice.device, threads=choice.threads or None)
+
+
+class ModelHost:
+    def __init__(self, scheduler: Scheduler, loader: Loader = load_with_engine_package) -> None:
+        self.scheduler = scheduler
+        self.loader = loader
+        self.state = ModelState.NONE
+        self.engine: Engine | None = None
+        self.choice: ModelChoice | None = None
+        self.error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state is ModelState.READY and self.engine is not None
+
+    async def load(self, choice: ModelChoice) -> bool:
+        """Load (or switch to) `choice`; True when it is ready. Errors are kept in `self.error`."""
+        self.state, self.choice, self.error = ModelState.LOADING, choice, None
+
+        def work(cancel) -> Engine:  # a load, once started, runs to its end
+            if self.engine is not None:
+                self.engine.close()
+                self.engine = None
+            return self.loader(choice)
+
+        try:
+            engine = await self.scheduler.submit(MODEL_JOB, work)
+        except Superseded:
+            return False  # a newer choice is loading
+        except EngineError as err:
+            self.state, self.error = ModelState.FAILED, str(err)
+            return False
+        except Exception as err:  # an unexpected failure must not take the server down
+            logger.exception("loading %s failed", choice.spec)
+            self.state, self.error = ModelState.FAILED, f"{type(err).__name__}: {err}"
+            return False
+        if self.choice != choice:
+            return False
+        self.engine, self.state = engine, ModelState.READY
+        return True

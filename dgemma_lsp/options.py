@@ -1,0 +1,112 @@
+"""Server options: one tree of dataclasses with a default for every field.
+
+They arrive as camelCase JSON in `initializationOptions` or `workspace/didChangeConfiguration`
+(under a `dgemma` key or at the top level). Bad values are collected as messages (the server shows
+them once) and the defaults are kept; the server never refuses to start over an option.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, get_type_hints
+
+
+@dataclass(frozen=True)
+class WindowOptions:
+    prefix_tokens: int = 768
+    suffix_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class CompletionOptions:
+    # Wall-clock budget from request to answer; the sampler returns its best canvas when it is spent.
+    # 0: no deadline (the sampler runs until it converges or reaches its step limit).
+    latency_budget_ms: int = 250
+    max_tokens_single_line: int = 32
+    max_tokens_multi_line: int = 96
+    candidates: int = 1
+    max_steps: int = 0  # 0: the model's own default
+    # Languages to complete in (LSP language ids); empty means all.
+    languages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Options:
+    model: str = "default"
+    device: str = "auto"
+    threads: int = 0  # 0: torch decides
+    context: WindowOptions = field(default_factory=WindowOptions)
+    completion: CompletionOptions = field(default_factory=CompletionOptions)
+    # Log document text (prompts, completions): off by default, code stays out of logs.
+    debug_log: bool = False
+
+
+_POSITIVE = {
+    "prefix_tokens",
+    "suffix_tokens",
+    "max_tokens_single_line",
+    "max_tokens_multi_line",
+    "candidates",
+}
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[str]]:
+    """Options from client JSON, on top of `base`; returns them and the problems found."""
+    base = base or Options()
+    if raw is None:
+        return base, []
+    if isinstance(raw, dict) and isinstance(raw.get("dgemma"), dict):
+        raw = raw["dgemma"]
+    if not isinstance(raw, dict):
+        return base, [f"options must be an object, got {type(raw).__name__}; using defaults"]
+    problems: list[str] = []
+    options = _merge(base, raw, "", problems)
+    if not _DEVICE.match(options.device):
+        problems.append(f"device {options.device!r} is not one of auto, cpu, cuda, cuda:N, mps; using 'auto'")
+        options = replace(options, device="auto")
+    return options, problems
+
+
+def _merge(current: Any, raw: dict, path: str, problems: list[str]) -> Any:
+    hints = get_type_hints(type(current))
+    known = {f.name for f in fields(current)}
+    changes: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = _snake(key)
+        where = f"{path}{key}"
+        if name not in known:
+            problems.append(f"unknown option {where!r} ignored")
+            continue
+        old = getattr(current, name)
+        if is_dataclass(old):
+            if isinstance(value, dict):
+                changes[name] = _merge(old, value, f"{where}.", problems)
+            else:
+                problems.append(f"option {where!r} must be an object; kept the default")
+            continue
+        checked = _check(name, hints[name], value)
+        if checked is None:
+            problems.append(f"option {where!r} has an invalid value {value!r}; kept {old!r}")
+        else:
+            changes[name] = checked
+    return replace(current, **changes)
+
+
+def _check(name: str, hint: Any, value: Any) -> Any:
+    if hint is bool:
+        return value if isinstance(value, bool) else None
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        return None if name in _POSITIVE and value == 0 else value
+    if hint is str:
+        return value if isinstance(value, str) and value.strip() else None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None

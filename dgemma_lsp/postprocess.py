@@ -1,0 +1,104 @@
+"""What happens to model text before it is offered: pure functions on strings.
+
+In order: keep to the scope (one line, or the lines of the enclosing block), cut what repeats the
+start of the suffix, close only the brackets the completion itself opened, and drop results with
+nothing in them. Each step is a small function so each can be tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+_QUOTES = "\"'`"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the context says a completion at this cursor may look like."""
+
+    multi_line: bool
+    max_lines: int
+    # A non-empty completion line indented less than this ends the completion (it left the block).
+    min_indent: int | None
+    line_suffix: str  # the rest of the cursor's line
+    suffix: str  # everything after the cursor (the window the model saw)
+
+
+def keep_to_scope(text: str, shape: Shape) -> str:
+    if not shape.multi_line:
+        return text.split("\n", 1)[0]
+    lines = text.split("\n")
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if len(kept) >= shape.max_lines:
+            break
+        stripped = line.lstrip(" \t")
+        if stripped and shape.min_indent is not None and len(line) - len(stripped) < shape.min_indent:
+            break
+        kept.append(line)
+    return "\n".join(kept).rstrip(" \t\n") if len(kept) > 1 else kept[0]
+
+
+def cut_suffix_repeat(text: str, shape: Shape) -> str:
+    """Remove a tail of the completion that the code after the cursor already has."""
+    rest = shape.line_suffix.strip()
+    if not shape.multi_line:
+        if rest and text.rstrip().endswith(rest):
+            return text.rstrip()[: -len(rest)]
+        return _cut_overlap(text, shape.line_suffix.lstrip())
+    # Multi-line: the model often writes on into the code that follows; stop before it.
+    following = [line.strip() for line in shape.suffix.split("\n") if line.strip()][:1]
+    if following:
+        lines = text.split("\n")
+        for i in range(1, len(lines)):
+            if lines[i].strip() == following[0] and len(following[0]) > 2:
+                return "\n".join(lines[:i]).rstrip(" \t\n")
+    return _cut_overlap(text, shape.suffix.lstrip(" \t"))
+
+
+def _cut_overlap(text: str, suffix: str) -> str:
+    # The longest tail of `text` that is a head of `suffix`; only non-trivial overlaps count, since a
+    # single shared character (a space, a letter) is as likely chance as repetition.
+    for size in range(min(len(text), len(suffix)), 0, -1):
+        if text.endswith(suffix[:size]) and (
+            size >= 3 or suffix[:size].strip() in _CLOSE or suffix[:size] in ";,"
+        ):
+            return text[: len(text) - size]
+    return text
+
+
+def balance_brackets(text: str, shape: Shape) -> str:
+    """Cut where the completion closes a bracket the suffix closes already; close what it opened itself."""
+    stack: list[str] = []
+    quote: str | None = None
+    for i, char in enumerate(text):
+        if quote:
+            if (char == quote and text[i - 1] != "\\") or char == "\n":
+                quote = None
+            continue
+        if char in _QUOTES:
+            quote = char
+        elif char in _OPEN:
+            stack.append(char)
+        elif char in _CLOSE:
+            if stack and stack[-1] == _CLOSE[char]:
+                stack.pop()
+            elif shape.line_suffix.lstrip().startswith(char):
+                return text[:i].rstrip(" \t") if not shape.multi_line else text[:i]
+    if stack and not shape.multi_line:
+        closers = "".join(_OPEN[c] for c in reversed(stack))
+        if not shape.line_suffix.lstrip().startswith(closers[0]):
+            text += closers
+    return text
+
+
+def postprocess(text: str, shape: Shape) -> str | None:
+    """The completion to offer, or None when nothing useful is left."""
+    text = keep_to_scope(text, shape)
+    text = cut_suffix_repeat(text, shape)
+    text = balance_brackets(text, shape)
+    if not shape.multi_line:
+        text = text.rstrip()
+    return text if text.strip() else None

@@ -1,0 +1,201 @@
+"""The language server: one object holding the state, handlers named after their LSP methods.
+
+Handlers stay thin: fetch the document, call the pure core (`completion.plan` / `finish`), convert
+to lsprotocol types. The model runs on the scheduler's worker thread; nothing here blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import replace
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from dgemma_lsp import __version__, convert
+from dgemma_lsp.completion import Outcome, finish, plan
+from dgemma_lsp.documents import UnknownDocument
+from dgemma_lsp.languages import LanguageRegistry
+from dgemma_lsp.model_host import ModelChoice, ModelHost, ModelState
+from dgemma_lsp.options import Options, parse_options
+from dgemma_lsp.positions import InvalidPosition
+from dgemma_lsp.protocol import DgemmaProtocol
+from dgemma_lsp.scheduler import Scheduler, Superseded
+from dgemma_lsp.workspace import OpenFiles
+
+logger = logging.getLogger(__name__)
+
+
+class DgemmaServer(LanguageServer):
+    def __init__(self, model_override: str | None = None) -> None:
+        super().__init__("dgemma-lsp", __version__, protocol_cls=DgemmaProtocol)
+        self.model_override = model_override  # --model on the command line wins over client options
+        self.options = self._with_override(Options())
+        self.registry = LanguageRegistry()
+        self.scheduler = Scheduler()
+        self.model = ModelHost(self.scheduler)
+        self.files = OpenFiles(self.registry, "utf-16")
+        self.last_latency_ms: float | None = None
+        self._load_task: asyncio.Task | None = None
+
+    def _with_override(self, options: Options) -> Options:
+        return replace(options, model=self.model_override) if self.model_override else options
+
+    # --- messages a user must see, and the log
+
+    def tell(self, message: str, level: types.MessageType = types.MessageType.Error) -> None:
+        """Show and log a message the user must act on."""
+        self.window_show_message(types.ShowMessageParams(type=level, message=f"dgemma-lsp: {message}"))
+        self.log(message, level)
+
+    def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
+        self.window_log_message(types.LogMessageParams(type=level, message=message))
+
+    def report_server_error(self, error: Exception, source: type) -> None:
+        # pygls would show every out-of-band error (a malformed notification, say) as a popup; the log
+        # is the place for them. Errors answering a request already go back in the response.
+        logger.error("%s: %s", getattr(source, "__name__", source), error)
+        with contextlib.suppress(Exception):  # the transport itself may be what failed
+            self.log(f"{getattr(source, '__name__', source)}: {error}", types.MessageType.Error)
+
+    def apply_options(self, raw: object) -> None:
+        options, problems = parse_options(raw, self.options)
+        self.options = self._with_override(options)
+        for problem in problems:
+            self.tell(problem, types.MessageType.Warning)
+
+    # --- the model
+
+    def start_loading(self) -> None:
+        """Load the configured model in the background, with $/progress when the client shows it."""
+        choice = ModelChoice.of(self.options)
+        if self.model.choice == choice and self.model.state in (ModelState.READY, ModelState.LOADING):
+            return
+        self._load_task = asyncio.ensure_future(self._load(choice))
+
+    async def _load(self, choice: ModelChoice) -> None:
+        token = await self._begin_progress(f"Loading model {choice.spec}")
+        started = time.monotonic()
+        ok = await self.model.load(choice)
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="ready" if ok else "failed"))
+        if ok:
+            info = self.model.engine.info
+            seconds = time.monotonic() - started
+            self.log(f"model {info.name} ({info.source}) on {info.device}, loaded in {seconds:.1f}s")
+        elif self.model.state is ModelState.FAILED:
+            self.tell(f"could not load model {choice.spec!r}: {self.model.error}")
+
+    async def _begin_progress(self, title: str) -> str | None:
+        window = self.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = str(uuid.uuid4())
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception as err:  # a client may refuse progress; loading goes on without it
+            logger.debug("no progress token: %s", err)
+            return None
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
+        return token
+
+    # --- completion
+
+    def enabled_for(self, language_id: str) -> bool:
+        languages = self.options.completion.languages
+        return not languages or language_id in languages
+
+    async def inline_completion(self, params: types.InlineCompletionParams) -> Outcome | None:
+        started = time.monotonic()
+        uri = params.text_document.uri
+        try:
+            snapshot = self.files.snapshot(uri)
+            cursor = snapshot.document.offset_at(
+                params.position.line, params.position.character, self.files.encoding
+            )
+        except (UnknownDocument, InvalidPosition) as err:
+            raise JsonRpcInvalidParams(str(err)) from err
+        if not self.model.ready or not self.enabled_for(snapshot.document.language_id):
+            return None
+        engine = self.model.engine
+        planned = plan(snapshot, cursor, self.options, engine.count_tokens, started)
+        self.files.anchors[uri] = planned.context.anchor
+        future = self.scheduler.submit(
+            uri, lambda cancel: engine.infill(replace(planned.request, cancel=cancel))
+        )
+        try:
+            result = await future
+        except Superseded:
+            return None
+        except asyncio.CancelledError:
+            self.scheduler.cancel(future)
+            raise
+        if self.files.documents.get(uri).version != snapshot.document.version:
+            return None  # the text moved on while the model worked: this answer is stale
+        outcome = finish(planned, result)
+        self.last_latency_ms = (time.monotonic() - started) * 1000
+        if self.options.debug_log:
+            logger.debug("completion at %s: %r", cursor, [p.text for p in outcome.proposals])
+        return outcome
+
+
+def create_server(model_override: str | None = None) -> DgemmaServer:
+    server = DgemmaServer(model_override)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: DgemmaServer, params: types.InitializeParams) -> None:
+        ls.files = OpenFiles(ls.registry, ls.workspace.position_encoding or "utf-16")
+        ls.apply_options(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: DgemmaServer, params: types.InitializedParams) -> None:
+        ls.start_loading()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: DgemmaServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.apply_options(params.settings)
+        ls.start_loading()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: DgemmaServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.files.open(doc.uri, doc.language_id, doc.version, doc.text)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> None:
+        doc = params.text_document
+        try:
+            ls.files.change(doc.uri, doc.version, params.content_changes)
+        except UnknownDocument:
+            ls.log(f"didChange for a document that is not open: {doc.uri}", types.MessageType.Warning)
+        except (InvalidPosition, TypeError) as err:
+            # Our copy no longer matches the client's: drop it rather than complete on wrong text.
+            ls.files.close(doc.uri)
+            ls.log(f"bad didChange for {doc.uri} ({err}); completions stop until it is reopened",
+                   types.MessageType.Warning)  # fmt: skip
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
+        with contextlib.suppress(UnknownDocument):  # closing twice is harmless
+            ls.files.close(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: DgemmaServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList | None:
+        outcome = await ls.inline_completion(params)
+        if outcome is None:
+            return types.InlineCompletionList(items=[])
+        document = ls.files.documents.get(params.text_document.uri)
+        return convert.inline_completion_list(outcome, document, ls.files.encoding)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: DgemmaServer, params: None) -> None:
+        ls.scheduler.stop()
+
+    return server

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tiny_model import build_tiny_checkpoint
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight DiffusionGemma checkpoint with its own tokenizer, built once per test session."""
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir: Path):
+    from engine import load_engine
+
+    return load_engine(str(tiny_model_dir), device="cpu")

@@ -1,0 +1,180 @@
+"""Invariants of the infill sampler, through the real DiffusionGemma classes (tiny random model)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from engine import InfillRequest, load_engine
+from engine.prompt_cache import common_prefix_length
+from engine.sampler import SamplerSettings, entropy_bound_accept, temperature
+
+
+class ForwardSpy(torch.nn.Module):
+    """Wraps the real model to record each decoder call; `on_call` may act (set a flag) after a call."""
+
+    def __init__(self, model, on_call=None) -> None:
+        super().__init__()
+        self.model_ = model
+        self.canvases: list[torch.Tensor] = []
+        self.on_call = on_call
+
+    def forward(self, **kwargs):
+        if "decoder_input_ids" in kwargs:
+            self.canvases.append(kwargs["decoder_input_ids"].clone())
+        out = self.model_(**kwargs)
+        if self.on_call is not None:
+            self.on_call(len(self.canvases))
+        return out
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.model_, name)
+
+
+@pytest.fixture
+def engine(tiny_model_dir):
+    return load_engine(str(tiny_model_dir), device="cpu")
+
+
+def spy_on(engine, on_call=None) -> ForwardSpy:
+    spy = ForwardSpy(engine.model, on_call)
+    engine.model = spy
+    return spy
+
+
+PREFIX = "def wrap(text, width=70):\n    lines = "
+SUFFIX = "\n    return lines\n"
+
+
+def test_fixed_positions_never_change(engine):
+    seed = "while chunks:\n"
+    seed_ids = engine.format.encode(seed)
+    fixed = tuple(range(len(seed_ids)))
+    spy = spy_on(engine)
+    request = InfillRequest(
+        prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, fixed_positions=fixed, max_new_tokens=16, max_steps=6,
+        n_candidates=2,
+    )  # fmt: skip
+    result = engine.infill(request)
+    assert len(spy.canvases) == result.steps >= 1
+    for canvas in spy.canvases:  # every step's input, every candidate row
+        assert canvas[:, : len(seed_ids)].tolist() == [seed_ids] * 2
+    for candidate in result.candidates:
+        assert list(candidate.token_ids[: len(seed_ids)]) == seed_ids
+
+
+def test_one_millisecond_deadline_returns_after_one_step_with_a_valid_canvas(engine):
+    result = engine.infill(
+        InfillRequest(prefix=PREFIX, suffix=SUFFIX, deadline=time.monotonic() + 0.001, max_steps=40)
+    )
+    assert result.steps == 1
+    assert result.stop_reason == "deadline"
+    vocab = engine.format.vocab_size
+    suppressed = set(engine.format.suppressed_ids)
+    tokens = result.candidates[0].token_ids
+    assert all(0 <= t < vocab and t not in suppressed for t in tokens)
+
+
+def test_cancellation_stops_within_one_step(engine):
+    cancel = threading.Event()
+    spy_on(engine, on_call=lambda calls: cancel.set() if calls == 3 else None)
+    result = engine.infill(
+        InfillRequest(prefix=PREFIX, suffix=SUFFIX, cancel=cancel, max_steps=40, max_new_tokens=64)
+    )
+    assert result.stop_reason == "cancelled"
+    assert result.steps == 3
+
+
+def test_same_seed_same_output_and_other_seed_other_output(engine, tiny_model_dir):
+    request = InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=16, max_steps=8, seed=7)
+    first = engine.infill(request)
+    again = load_engine(str(tiny_model_dir), device="cpu").infill(request)
+    other = engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=16, max_steps=8, seed=8))
+    assert first.candidates[0].token_ids == again.candidates[0].token_ids
+    assert first.candidates[0].token_ids != other.candidates[0].token_ids
+
+
+def test_eos_ends_the_middle(engine):
+    # The seed puts EOS at canvas position 3 and keeps it there: the middle is the three tokens before it.
+    head = engine.format.encode("lines = []")[:3]
+    seed = engine.format.decode(head) + "<eos>"
+    seed_ids = engine.format.encode(seed)
+    assert seed_ids == [*head, engine.format.special.eos]
+    result = engine.infill(
+        InfillRequest(
+            prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, fixed_positions=(0, 1, 2, 3), max_new_tokens=48
+        )
+    )
+    assert result.stop_reason == "eos"
+    assert result.candidates[0].token_ids == tuple(head)
+    assert result.text == engine.format.decode(head)
+
+
+def test_long_requests_go_canvas_after_canvas(engine):
+    canvas = engine.canvas_length
+    spy = spy_on(engine)
+    result = engine.infill(
+        InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=3 * canvas, max_steps=2, seed=3)
+    )
+    emitted = len(result.candidates[0].token_ids)
+    assert emitted > canvas, "a second canvas must have been denoised"
+    # Each canvas after the first is denoised against a prompt extended by the canvases before it.
+    assert len(spy.canvases) == result.steps and result.steps >= 4
+    assert engine.prompt_cache.cache.get_seq_length() == len(engine.prompt_cache.tokens)
+
+
+def test_candidates_are_distinct_and_ranked(engine):
+    result = engine.infill(
+        InfillRequest(prefix=PREFIX, suffix=SUFFIX, n_candidates=4, max_new_tokens=16, max_steps=4)
+    )
+    texts = [c.text for c in result.candidates]
+    assert len(texts) == len(set(texts)) >= 2
+    means = [c.mean_confidence for c in result.candidates]
+    assert means == sorted(means, reverse=True)
+
+
+def test_reused_kv_cache_gives_the_same_output_as_a_fresh_encode(engine, tiny_model_dir):
+    typed = InfillRequest(prefix=PREFIX + "[li", suffix=SUFFIX, max_new_tokens=16, max_steps=8)
+    engine.infill(InfillRequest(prefix=PREFIX + "[", suffix=SUFFIX, max_new_tokens=16, max_steps=8))
+    warm = engine.infill(typed)
+    fresh = load_engine(str(tiny_model_dir), device="cpu").infill(typed)
+    assert warm.reused_prompt_tokens > 0
+    assert fresh.reused_prompt_tokens == 0
+    assert warm.candidates[0].token_ids == fresh.candidates[0].token_ids
+
+
+def test_entropy_bound_accepts_lowest_entropies_within_the_bound():
+    entropy = torch.tensor([[0.5, 0.01, 0.02, 0.3, 0.05]])
+    accepted = entropy_bound_accept(entropy, bound=0.1)
+    # sorted: 0.01, 0.02, 0.05, 0.3, 0.5 -> sums before the largest: 0, .01, .03, .08, .38
+    assert accepted.tolist() == [[False, True, True, True, True]]
+
+
+def test_temperature_runs_from_t_max_to_t_min():
+    settings = SamplerSettings(max_steps=5, t_max=0.8, t_min=0.4)
+    assert temperature(settings, 5) == pytest.approx(0.8)
+    assert temperature(settings, 1) == pytest.approx(0.4)
+
+
+def test_common_prefix_length():
+    assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix_length([], [1]) == 0
+    assert common_prefix_length([1, 2], [1, 2]) == 2
+
+
+def test_bad_requests_are_refused_with_clear_errors():
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        InfillRequest(prefix="x", max_new_tokens=0)
+    with pytest.raises(ValueError, match="seed_canvas"):
+        InfillRequest(prefix="x", fixed_positions=(0,))
+
+
+def test_fixed_positions_outside_the_seed_are_refused(engine):
+    with pytest.raises(ValueError, match="outside"):
+        engine.infill(InfillRequest(prefix="x", seed_canvas="ab", fixed_positions=(9,)))

@@ -1,0 +1,134 @@
+"""The real server over stdio, driven by pytest-lsp's real client, with the tiny test model."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from tests.lsp_session import change, inline, lsp_session, open_document
+
+SOURCE = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    \n    return result\n"
+URI = "file:///work/example.py"
+
+
+class _Negative(int):
+    """lsprotocol validates positions when they are built; this one slips through to the wire as -1."""
+
+    def __ge__(self, other):
+        return True
+
+
+NEGATIVE = _Negative(-1)
+
+
+async def test_capabilities_and_completion_after_incremental_edits(tiny_model_dir):
+    async with lsp_session(tiny_model_dir) as (client, init):
+        caps = init.capabilities
+        assert caps.inline_completion_provider is not None
+        sync = caps.text_document_sync
+        assert sync.change == types.TextDocumentSyncKind.Incremental
+        assert caps.position_encoding == types.PositionEncodingKind.Utf16
+
+        open_document(client, URI, SOURCE)
+        # Type "out = " on the empty line (line 4) in three incremental edits, then a correction.
+        change(client, URI, 2, 4, 4, 4, 4, "ou")
+        change(client, URI, 3, 4, 6, 4, 6, "t =")
+        change(client, URI, 4, 4, 9, 4, 9, " ")
+        change(client, URI, 5, 4, 4, 4, 7, "result")  # "out" -> "result"
+        result = await inline(client, URI, 4, 13)
+        assert result is not None and result.items, "the tiny model always writes something here"
+        for item in result.items:
+            assert item.range == types.Range(
+                start=types.Position(line=4, character=13), end=types.Position(line=4, character=13)
+            )
+            assert item.insert_text.strip()
+            assert "\n" not in item.insert_text  # code follows on the next line: a single-line completion
+
+
+EMOJI_SOURCE = "def greet():\n    s = '😀 你好 😀' + name\n    return s\n"
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+async def test_position_encoding_is_negotiated(tiny_model_dir, encoding):
+    async with lsp_session(tiny_model_dir, encodings=[encoding]) as (_, init):
+        assert init.capabilities.position_encoding == encoding
+
+
+async def test_utf8_and_utf16_sessions_give_the_same_edit(tiny_model_dir):
+    line = EMOJI_SOURCE.split("\n")[1]
+    answers = {}
+    for encoding, width in (
+        ("utf-8", len(line.encode("utf-8"))),
+        ("utf-16", len(line.encode("utf-16-le")) // 2),
+    ):
+        # No deadline: how many steps fit in a time budget varies from run to run.
+        no_deadline = {"completion": {"latencyBudgetMs": 0}}
+        async with lsp_session(tiny_model_dir, encodings=[encoding], options=no_deadline) as (client, _):
+            open_document(client, URI, EMOJI_SOURCE)
+            result = await inline(client, URI, 1, width)
+            assert result is not None and result.items
+            item = result.items[0]
+            assert item.range.start == item.range.end == types.Position(line=1, character=width)
+            answers[encoding] = item.insert_text
+    assert answers["utf-8"] == answers["utf-16"]
+
+
+async def test_bad_requests_get_errors_or_nothing_and_the_server_keeps_serving(tiny_model_dir):
+    async with lsp_session(tiny_model_dir) as (client, _):
+        open_document(client, URI, SOURCE)
+        with pytest.raises(JsonRpcException, match="not open"):
+            await inline(client, "file:///nowhere.py", 0, 0)
+        with pytest.raises(JsonRpcException):
+            await inline(client, URI, NEGATIVE, 0)
+        # Past the end of a line or of the file is clamped, as LSP says, and answered.
+        beyond = await inline(client, URI, 99, 99)
+        assert beyond is not None
+        # A language without a grammar falls back to plain windows and is still answered.
+        open_document(client, "file:///notes.txt", "first line\nsecond ", language="plaintext")
+        plain = await inline(client, "file:///notes.txt", 1, 7)
+        assert plain is not None
+        # An out-of-range change is clamped; an inverted range drops the document, not the server.
+        change(client, URI, 2, 500, 0, 500, 0, "# appended\n")
+        change(client, URI, 3, 3, 0, 1, 0, "x")
+        with pytest.raises(JsonRpcException, match="not open"):
+            await inline(client, URI, 0, 0)
+        # Still serving.
+        open_document(client, URI, SOURCE)
+        again = await inline(client, URI, 4, 4)
+        assert again is not None and again.items
+
+
+async def test_requests_before_the_model_is_ready_get_an_empty_list(tmp_path):
+    # A model folder that does not load: requests are answered (empty), the user is told why.
+    async with lsp_session(tmp_path / "missing", wait_for_model=False) as (client, _):
+        open_document(client, URI, SOURCE)
+        result = await inline(client, URI, 4, 4)
+        assert result is not None and list(result.items) == []
+        from tests.lsp_session import wait_until
+
+        await wait_until(lambda: client.messages, what="a message about the model")
+        assert "not found" in client.messages[0].message
+        assert client.messages[0].type == types.MessageType.Error
+
+
+async def test_configuration_change_loads_the_model_without_restart(tiny_model_dir, tmp_path):
+    from tests.lsp_session import model_loaded, wait_until
+
+    async with lsp_session(tmp_path / "missing", wait_for_model=False) as (client, _):
+        await wait_until(lambda: client.messages, what="the load failure")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"dgemma": {"model": str(tiny_model_dir)}})
+        )
+        await wait_until(lambda: model_loaded(client), what="the corrected model to load")
+        open_document(client, URI, SOURCE)
+        result = await inline(client, URI, 4, 4)
+        assert result is not None and result.items
+
+
+async def test_shutdown_and_exit_are_clean(tiny_model_dir):
+    async with lsp_session(tiny_model_dir) as (client, _):
+        open_document(client, URI, SOURCE)
+    # lsp_session sent shutdown, then exit: the process must have ended by itself, with status 0.
+    assert client.error is None
+    assert client._server.returncode == 0
