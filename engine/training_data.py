@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.prompts import FimFormat
 
+MAX_CANVASES = 4
 SPAN_KINDS = ("rest_of_line", "lines", "block", "brackets", "random")
 SPAN_WEIGHTS = (0.35, 0.2, 0.2, 0.1, 0.15)
 _BLOCK_OPENER = re.compile(r"(:|\{|\bthen|\bdo|=>|\()\s*$")
@@ -170,11 +171,16 @@ class ExampleMaker:
         prefix_ids = prefix_ids[max(0, len(prefix_ids) - (prompt_budget - len(suffix_ids) - 4)) :]
         prompt = self.fmt.layout(prefix_ids, suffix_ids, doc.language)
         # Block-autoregressive continuation: some canvases of a long middle are already written.
+        # A middle longer than MAX_CANVASES canvases is cut: editors never ask for more at once.
+        middle = middle[: canvas * MAX_CANVASES + 1]
         written = canvas * self.rng.randint(0, (len(middle) - 1) // canvas) if len(middle) > canvas else 0
         eos = self.fmt.special.eos
         target = middle[written : written + canvas] + [eos]
         target = (target + [eos] * canvas)[:canvas]
-        return Example(prompt=prompt + middle[:written], target=target, middle_rest=middle[written:] + [eos])
+        # The autoregressive loss reads at most two canvases on; EOS only where the middle really ends.
+        rest = middle[written : written + 2 * canvas]
+        ends = written + 2 * canvas >= len(middle) and len(middle) <= canvas * MAX_CANVASES
+        return Example(prompt=prompt + middle[:written], target=target, middle_rest=rest + [eos] if ends else rest)
 
 
 def examples(
