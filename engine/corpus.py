@@ -650,8 +650,16 @@ DECONTAM_MIN_SNIPPET = 120  # characters a short program needs before it is inde
 DECONTAM_GENERIC_DF = 5
 
 
+# Import blocks are sorted boilerplate that unrelated files share (8 java.io imports in a row).
+_IMPORT_LINE = re.compile(r"^(?:import|from \S+ import|#\s*include|#import|using|package)\b")
+
+
 def significant_lines(text: str) -> list[str]:
-    return [line for line in normalized_lines(text) if len(line) >= DECONTAM_MIN_LINE]
+    return [
+        line
+        for line in normalized_lines(text)
+        if len(line) >= DECONTAM_MIN_LINE and not _IMPORT_LINE.match(line)
+    ]
 
 
 def _hash64(text: str) -> int:
@@ -1136,11 +1144,20 @@ def _apt_source_options(cache: Path) -> list[str] | None:
     return opts
 
 
+def _dsc_missing(folder: Path) -> list[str] | None:
+    """Files the package's .dsc lists that are not in the folder; None when there is no .dsc."""
+    dsc = next(folder.glob("*.dsc"), None) if folder.is_dir() else None
+    if dsc is None:
+        return None
+    names = re.findall(r"^ [0-9a-f]{32,} \d+ (\S+)$", dsc.read_text(errors="replace"), re.M)
+    return sorted({n for n in names if not (folder / n).exists()})
+
+
 def fetch_deb_source(package: str, cache: Path, offline: bool) -> Path | None:
-    """Folder holding the package's .dsc, orig tarball and debian tarball."""
+    """Folder holding the package's .dsc, orig tarball and debian tarball, all of them."""
     folder = cache / "src" / package
-    if any(folder.glob("*.dsc")) or offline:
-        return folder if any(folder.glob("*.dsc")) else None
+    if _dsc_missing(folder) == [] or offline:
+        return folder if _dsc_missing(folder) == [] else None
     if shutil.which("apt-get") is None:
         log.warning("skip debian-src:%s: apt-get is not available", package)
         return None
@@ -1148,11 +1165,13 @@ def fetch_deb_source(package: str, cache: Path, offline: bool) -> Path | None:
     if opts is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
-    if not _run_fetch(
-        ["apt-get", *opts, "source", "--download-only", package], f"debian-src:{package}", folder
-    ):
+    cmd = ["apt-get", *opts, "source", "--download-only", package]
+    if not _run_fetch(cmd, f"debian-src:{package}", folder):
         return None
-    return folder if any(folder.glob("*.dsc")) else None
+    missing = _dsc_missing(folder)
+    if missing:
+        log.warning("skip debian-src:%s: the registry lacks %s", package, ", ".join(missing))
+    return folder if missing == [] else None
 
 
 def _source_tarballs(folder: Path) -> tuple[Path | None, Path | None]:
