@@ -30,6 +30,8 @@ from dgemma_lsp.workspace import OpenFiles
 
 logger = logging.getLogger(__name__)
 
+STATUS_NOTIFICATION = "dgemma/status"
+
 
 class DgemmaServer(LanguageServer):
     def __init__(self, model_override: str | None = None) -> None:
@@ -81,7 +83,9 @@ class DgemmaServer(LanguageServer):
     async def _load(self, choice: ModelChoice) -> None:
         token = await self._begin_progress(f"Loading model {choice.spec}")
         started = time.monotonic()
+        self.send_status()
         ok = await self.model.load(choice)
+        self.send_status()
         if token is not None:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="ready" if ok else "failed"))
         if ok:
@@ -103,6 +107,20 @@ class DgemmaServer(LanguageServer):
             return None
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
         return token
+
+    def status(self) -> dict:
+        """What an editor's status bar shows; sent as the `dgemma/status` notification."""
+        info = self.model.engine.info if self.model.ready else None
+        return {
+            "state": self.model.state.value,
+            "model": info.name if info else (self.model.choice.spec if self.model.choice else None),
+            "device": info.device if info else None,
+            "lastLatencyMs": round(self.last_latency_ms, 1) if self.last_latency_ms is not None else None,
+            "error": self.model.error,
+        }
+
+    def send_status(self) -> None:
+        self.protocol.notify(STATUS_NOTIFICATION, self.status())
 
     # --- completion
 
@@ -139,6 +157,7 @@ class DgemmaServer(LanguageServer):
             return None  # the text moved on while the model worked: this answer is stale
         outcome = finish(planned, result)
         self.last_latency_ms = (time.monotonic() - started) * 1000
+        self.send_status()
         if self.options.debug_log:
             logger.debug("completion at %s: %r", cursor, [p.text for p in outcome.proposals])
         return outcome

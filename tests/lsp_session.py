@@ -46,6 +46,12 @@ async def lsp_session(
     wait_for_model: bool = True,
 ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     client = await ClientServerConfig(server_command=SERVER).start()
+    client.statuses = []  # the server's dgemma/status notifications, in order
+
+    @client.feature("dgemma/status")
+    def on_status(params) -> None:
+        client.statuses.append(params)
+
     init_options = dict(options or {})
     if model is not None:
         init_options["model"] = str(model)

@@ -44,6 +44,10 @@ async def test_capabilities_and_completion_after_incremental_edits(tiny_model_di
             )
             assert item.insert_text.strip()
             assert "\n" not in item.insert_text  # code follows on the next line: a single-line completion
+        # The status notification tells an editor's status bar the model, the device and the last latency.
+        last = client.statuses[-1]
+        assert last.state == "ready" and last.device == "cpu" and last.model == str(tiny_model_dir)
+        assert last.lastLatencyMs > 0
 
 
 EMOJI_SOURCE = "def greet():\n    s = '😀 你好 😀' + name\n    return s\n"
