@@ -1,0 +1,84 @@
+"""Greedy left-to-right decoding with the same weights: the encoder used as a causal LM.
+
+Training gives the encoder a next-token loss on prompt + middle + EOS, so after `<fim_middle>` it
+continues with the middle. Decoding it token by token is the baseline the diffusion sampler is
+measured against (`engine.eval --compare-ar`): same prompt, same KV cache, one token per forward.
+Greedy, one candidate; requests with a seed canvas are refused (there is no canvas to seed).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.api import Candidate, InfillRequest, InfillResult, StopReason, Timings
+from engine.local_engine import LocalEngine
+from engine.prompt_cache import extend_cache
+
+
+def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    return logits if not cap else torch.tanh(logits / cap) * cap
+
+
+def next_token_logits(model: torch.nn.Module, hidden: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """Logits for the token after the last position of `hidden` ([1, n, H]) -> [V]."""
+    return softcap(model.lm_head(hidden[0, -1]).float(), cap)
+
+
+@torch.inference_mode()
+def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> InfillResult:
+    """Greedy decoding until EOS, max_new_tokens, the deadline or cancellation.
+
+    `steps` counts forward passes that produced a token: the prefill produces the first one,
+    each appended token the next, so tokens_per_forward is 1.0 by construction.
+    """
+    if request.seed_canvas is not None:
+        raise ValueError("autoregressive decoding has no canvas to seed")
+    started = time.perf_counter()
+    ids = engine.prompt_ids(request)
+    reused, hidden = engine.prompt_cache.encode(ids)  # hidden: [1, n, H]
+    prefilled = time.perf_counter()
+
+    cap = engine.model.config.get_text_config().final_logit_softcapping
+    cache = engine.prompt_cache.working_cache(1)  # the kept cache itself; `record` what we append
+    tokens: list[int] = []
+    confidence: list[float] = []
+    steps = 0
+    reason: StopReason = "max_tokens"
+    while True:
+        logits = next_token_logits(engine.model, hidden, cap) + engine.bias  # [V]
+        steps += 1
+        token = int(logits.argmax())
+        if token in engine.format.eos_ids:
+            reason = "eos"
+            break
+        tokens.append(token)
+        confidence.append(float(logits.softmax(dim=-1)[token]))
+        if len(tokens) >= request.max_new_tokens:
+            break
+        if request.cancel is not None and request.cancel.is_set():
+            reason = "cancelled"
+            break
+        if request.deadline is not None and time.monotonic() >= request.deadline:
+            reason = "deadline"
+            break
+        hidden = extend_cache(engine.model, cache, torch.tensor([[token]]))  # [1, 1, H]
+        engine.prompt_cache.record(cache, [token])
+    finished = time.perf_counter()
+
+    text = engine.format.clean(engine.format.decode(tokens))
+    emitted = len(tokens) + (1 if reason == "eos" else 0)
+    return InfillResult(
+        candidates=(Candidate(text=text, token_ids=tuple(tokens), confidence=tuple(confidence)),),
+        steps=steps,
+        tokens_per_forward=emitted / steps,
+        stop_reason=reason,
+        timings=Timings(
+            prefill_ms=(prefilled - started) * 1000,
+            denoise_ms=(finished - prefilled) * 1000,
+            total_ms=(finished - started) * 1000,
+        ),
+        prompt_tokens=len(ids),
+        reused_prompt_tokens=reused,
+    )
