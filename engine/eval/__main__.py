@@ -1,0 +1,5 @@
+import sys
+
+from engine.eval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""`dgemma-lsp eval BENCH` (or `python -m engine.eval BENCH`): score a model on a FIM benchmark.
+
+Prints one table row per decoder (diffusion, and autoregressive with --compare-ar) and, with
+--json, writes every row's completion and scores next to the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from engine.api import EngineError
+from engine.eval.benchmarks import BENCHMARKS, BENCHMARKS_ENV, SANTACODER_LANGUAGES, load_items
+from engine.eval.execute import DEFAULT_TIMEOUT_S
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dgemma-lsp eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("benchmark", choices=sorted(BENCHMARKS), metavar="BENCH", help=", ".join(BENCHMARKS))
+    parser.add_argument("--limit", type=int, help="the first N rows only")
+    parser.add_argument("--model", default="default", help="default, a checkpoint folder or a cached HF id")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="write per-row results and the summary here")
+    parser.add_argument("--compare-ar", action="store_true", help="also decode autoregressively, compare")
+    parser.add_argument("--max-steps", type=int, help="denoising steps per canvas (default: checkpoint)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument(
+        "--language", default="py", choices=sorted(SANTACODER_LANGUAGES), help="santacoder-fim's language"
+    )
+    parser.add_argument("--benchmarks", metavar="DIR", help=f"benchmark data folder (or ${BENCHMARKS_ENV})")
+    parser.add_argument("--no-execute", action="store_true", help="skip running tests (no pass@1)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from engine import load_engine
+    from engine.eval.runner import EvalOptions, run_eval
+
+    try:
+        items = load_items(args.benchmark, args.limit, args.language, args.benchmarks)
+        engine = load_engine(args.model, device=args.device, threads=args.threads)
+        options = EvalOptions(
+            compare_ar=args.compare_ar, max_steps=args.max_steps, execute=not args.no_execute,
+            timeout_s=args.timeout,
+        )  # fmt: skip
+        language = args.language if args.benchmark == "santacoder-fim" else ""
+        report = run_eval(engine, BENCHMARKS[args.benchmark], items, options, language)
+    except (EngineError, OSError, ValueError) as err:
+        print(f"dgemma-lsp eval: {err}", file=sys.stderr)
+        return 2
+    print(format_table(report))
+    if args.json:
+        args.json.write_text(json.dumps(report.to_json(), indent=1, allow_nan=False))
+        logger.info("wrote %s", args.json)
+    return 0
+
+
+def _cell(value: float | None, spec: str, width: int = 0) -> str:
+    return ("-" if value is None else format(value, spec)).rjust(width)
+
+
+def format_table(report) -> str:
+    """The summary as a plain-text table (a report from engine.eval.runner.run_eval)."""
+    model = report.model
+    title = report.benchmark + (f" ({report.language})" if report.language else "")
+    lines = [
+        f"{title}: model {model['name']} on {model['device']} ({model['dtype']})",
+        f"{'decoder':<15} {'n':>5} {'exact':>7} {'edit sim':>8} {'pass@1':>7} {'tok/fwd':>7} "
+        f"{'p50 ms':>8} {'p95 ms':>8}",
+    ]
+    for s in report.summaries:
+        lines.append(
+            f"{s.decoder:<15} {s.n:>5} {_cell(s.exact_match, '.1%', 7)} {_cell(s.edit_similarity, '.3f', 8)} "
+            f"{_cell(s.pass_at_1, '.1%', 7)} {_cell(s.tokens_per_forward, '.2f', 7)} "
+            f"{_cell(s.p50_ms, '.0f', 8)} {_cell(s.p95_ms, '.0f', 8)}"
+        )
+    speed = report.speed
+    if speed is not None:
+        span = f"{speed.min_tokens}-{speed.max_tokens} token completions"
+        if speed.rows:
+            lines.append(
+                f"speed on the {speed.rows} rows where both wrote {span}: diffusion "
+                f"{_cell(speed.diffusion_tokens_per_s, '.1f')} tok/s, autoregressive "
+                f"{_cell(speed.autoregressive_tokens_per_s, '.1f')} tok/s, ratio {_cell(speed.ratio, '.2f')}x"
+            )
+        else:
+            lines.append(f"speed: no row where both decoders wrote {span}")
+    return "\n".join(lines)
