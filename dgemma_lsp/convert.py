@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from dgemma_lsp.completion import Outcome
+from dgemma_lsp.completion import Proposal
 from dgemma_lsp.documents import Document
 from dgemma_lsp.positions import PositionEncoding
 
@@ -15,10 +15,10 @@ def position(document: Document, offset: int, encoding: PositionEncoding) -> typ
 
 
 def inline_completion_list(
-    outcome: Outcome, document: Document, encoding: PositionEncoding
+    proposals: tuple[Proposal, ...], document: Document, encoding: PositionEncoding
 ) -> types.InlineCompletionList:
     items = []
-    for proposal in outcome.proposals:
+    for proposal in proposals:
         at = position(document, proposal.cursor, encoding)
         items.append(
             types.InlineCompletionItem(insert_text=proposal.text, range=types.Range(start=at, end=at))

@@ -18,14 +18,14 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp import __version__, convert
-from dgemma_lsp.completion import Outcome, finish, plan
-from dgemma_lsp.documents import UnknownDocument
+from dgemma_lsp.completer import Answer, Completer
+from dgemma_lsp.documents import Document, UnknownDocument
 from dgemma_lsp.languages import LanguageRegistry
 from dgemma_lsp.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.options import Options, parse_options
 from dgemma_lsp.positions import InvalidPosition
 from dgemma_lsp.protocol import DgemmaProtocol
-from dgemma_lsp.scheduler import Scheduler, Superseded
+from dgemma_lsp.scheduler import Scheduler
 from dgemma_lsp.workspace import OpenFiles
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,10 @@ class DgemmaServer(LanguageServer):
         self.registry = LanguageRegistry()
         self.scheduler = Scheduler()
         self.model = ModelHost(self.scheduler)
+        self.completer = Completer(self.scheduler)
         self.files = OpenFiles(self.registry, "utf-16")
         self.last_latency_ms: float | None = None
+        self.last_source: str | None = None  # where the last answer came from: model, cache, ...
         self._load_task: asyncio.Task | None = None
 
     def _with_override(self, options: Options) -> Options:
@@ -116,6 +118,7 @@ class DgemmaServer(LanguageServer):
             "model": info.name if info else (self.model.choice.spec if self.model.choice else None),
             "device": info.device if info else None,
             "lastLatencyMs": round(self.last_latency_ms, 1) if self.last_latency_ms is not None else None,
+            "lastSource": self.last_source,
             "error": self.model.error,
         }
 
@@ -128,39 +131,50 @@ class DgemmaServer(LanguageServer):
         languages = self.options.completion.languages
         return not languages or language_id in languages
 
-    async def inline_completion(self, params: types.InlineCompletionParams) -> Outcome | None:
+    async def inline_completion(self, params: types.InlineCompletionParams) -> Answer | None:
         started = time.monotonic()
         uri = params.text_document.uri
         try:
             snapshot = self.files.snapshot(uri)
-            cursor = snapshot.document.offset_at(
-                params.position.line, params.position.character, self.files.encoding
-            )
+            position = params.position
+            cursor = snapshot.document.offset_at(position.line, position.character, self.files.encoding)
         except (UnknownDocument, InvalidPosition) as err:
             raise JsonRpcInvalidParams(str(err)) from err
         if not self.model.ready or not self.enabled_for(snapshot.document.language_id):
             return None
-        engine = self.model.engine
-        planned = plan(snapshot, cursor, self.options, engine.count_tokens, started)
-        self.files.anchors[uri] = planned.context.anchor
-        future = self.scheduler.submit(
-            uri, lambda cancel: engine.infill(replace(planned.request, cancel=cancel))
+        version = snapshot.document.version
+
+        def is_current() -> bool:
+            return uri in self.files.documents and self.files.documents.get(uri).version == version
+
+        answer = await self.completer.complete(
+            uri, snapshot, cursor, self.options, self.model.engine, started, is_current
         )
-        try:
-            result = await future
-        except Superseded:
+        if answer is None:
             return None
-        except asyncio.CancelledError:
-            self.scheduler.cancel(future)
-            raise
-        if self.files.documents.get(uri).version != snapshot.document.version:
-            return None  # the text moved on while the model worked: this answer is stale
-        outcome = finish(planned, result)
+        self.files.anchors[uri] = answer.context.anchor
         self.last_latency_ms = (time.monotonic() - started) * 1000
+        self.last_source = answer.source
         self.send_status()
         if self.options.debug_log:
-            logger.debug("completion at %s: %r", cursor, [p.text for p in outcome.proposals])
-        return outcome
+            logger.debug(
+                "completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals]
+            )
+        return answer
+
+    def after_change(self, uri: str, before: Document, changes: list) -> None:
+        """Right after an accepted proposal, start on the next completion (speculation)."""
+        if len(changes) != 1 or getattr(changes[0], "range", None) is None or not self.model.ready:
+            return
+        change = changes[0]
+        if change.range.start != change.range.end or not change.text:
+            return
+        start = change.range.start
+        offset = before.offset_at(start.line, start.character, self.files.encoding)
+        if self.completer.accepted(uri, offset, change.text):
+            snapshot = self.files.snapshot(uri)
+            cursor = offset + len(change.text)
+            self.completer.speculate(uri, snapshot, cursor, self.options, self.model.engine, time.monotonic())
 
 
 def create_server(model_override: str | None = None) -> DgemmaServer:
@@ -189,7 +203,9 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
     def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> None:
         doc = params.text_document
         try:
+            before = ls.files.documents.get(doc.uri)
             ls.files.change(doc.uri, doc.version, params.content_changes)
+            ls.after_change(doc.uri, before, params.content_changes)
         except UnknownDocument:
             ls.log(f"didChange for a document that is not open: {doc.uri}", types.MessageType.Warning)
         except (InvalidPosition, TypeError) as err:
@@ -202,16 +218,17 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
     def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
         with contextlib.suppress(UnknownDocument):  # closing twice is harmless
             ls.files.close(params.text_document.uri)
+        ls.completer.forget(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
         ls: DgemmaServer, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList | None:
-        outcome = await ls.inline_completion(params)
-        if outcome is None:
+        answer = await ls.inline_completion(params)
+        if answer is None:
             return types.InlineCompletionList(items=[])
         document = ls.files.documents.get(params.text_document.uri)
-        return convert.inline_completion_list(outcome, document, ls.files.encoding)
+        return convert.inline_completion_list(answer.proposals, document, ls.files.encoding)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: DgemmaServer, params: None) -> None:

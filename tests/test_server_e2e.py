@@ -136,3 +136,35 @@ async def test_shutdown_and_exit_are_clean(tiny_model_dir):
     # lsp_session sent shutdown, then exit: the process must have ended by itself, with status 0.
     assert client.error is None
     assert client._server.returncode == 0
+
+
+async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_model(tiny_model_dir):
+    from tests.lsp_session import wait_until
+
+    no_deadline = {"completion": {"latencyBudgetMs": 0}}
+    async with lsp_session(tiny_model_dir, options=no_deadline) as (client, _):
+        open_document(client, URI, SOURCE)
+        first = await inline(client, URI, 4, 4)
+        shown = first.items[0].insert_text
+        assert len(shown) >= 2 and client.statuses[-1].lastSource == "model"
+        # The user types the first character of the ghost text: the rest comes back without the model.
+        change(client, URI, 2, 4, 4, 4, 4, shown[0])
+        typed = await inline(client, URI, 4, 5)
+        assert typed.items[0].insert_text == shown[1:]
+        assert client.statuses[-1].lastSource == "typed_through"
+        # Backspace: the same context as before, answered from the cache.
+        change(client, URI, 3, 4, 4, 4, 5, "")
+        again = await inline(client, URI, 4, 4)
+        assert again.items[0].insert_text == shown
+        assert client.statuses[-1].lastSource == "cache"
+        # Accept the whole proposal (the editor inserts it): the next completion was started at once.
+        change(client, URI, 4, 4, 4, 4, 4, shown)
+        end_line, end_char = (
+            4 + shown.count("\n"),
+            (4 + len(shown)) if "\n" not in shown else len(shown.rsplit("\n", 1)[1]),
+        )
+        following = await inline(client, URI, end_line, end_char)
+        assert following is not None
+        await wait_until(
+            lambda: client.statuses[-1].lastSource in ("speculative", "cache"), what="a reused answer"
+        )
