@@ -45,7 +45,7 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
     """Remove a tail of the completion that the code after the cursor already has."""
     rest = shape.line_suffix.strip()
     if not shape.multi_line:
-        if rest and text.rstrip().endswith(rest):
+        if rest and _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
         return _cut_overlap(text, shape.line_suffix.lstrip())
     # Multi-line: the model often writes on into the code that follows; stop before it.
@@ -58,13 +58,16 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
     return _cut_overlap(text, shape.suffix.lstrip(" \t"))
 
 
+def _meaningful(overlap: str) -> bool:
+    # A shared letter or two is as likely chance as repetition; closing brackets and separators are not.
+    stripped = overlap.strip()
+    return len(stripped) >= 3 or (bool(stripped) and all(c in _CLOSE or c in ";,:" for c in stripped))
+
+
 def _cut_overlap(text: str, suffix: str) -> str:
-    # The longest tail of `text` that is a head of `suffix`; only non-trivial overlaps count, since a
-    # single shared character (a space, a letter) is as likely chance as repetition.
+    """Remove the longest tail of `text` that is a head of `suffix`, if it is meaningful."""
     for size in range(min(len(text), len(suffix)), 0, -1):
-        if text.endswith(suffix[:size]) and (
-            size >= 3 or suffix[:size].strip() in _CLOSE or suffix[:size] in ";,"
-        ):
+        if text.endswith(suffix[:size]) and _meaningful(suffix[:size]):
             return text[: len(text) - size]
     return text
 

@@ -1,0 +1,67 @@
+"""Post-processing of model text: scope, suffix repeats, brackets, empties."""
+
+from __future__ import annotations
+
+from dgemma_lsp.postprocess import Shape, balance_brackets, cut_suffix_repeat, keep_to_scope, postprocess
+
+
+def single(line_suffix: str = "", suffix: str | None = None) -> Shape:
+    return Shape(
+        multi_line=False, max_lines=1, min_indent=None, line_suffix=line_suffix, suffix=suffix or line_suffix
+    )
+
+
+def multi(suffix: str = "", min_indent: int | None = 4, max_lines: int = 8) -> Shape:
+    return Shape(multi_line=True, max_lines=max_lines, min_indent=min_indent, line_suffix="", suffix=suffix)
+
+
+def test_single_line_keeps_the_first_line():
+    assert keep_to_scope("x = 1\ny = 2", single()) == "x = 1"
+
+
+def test_multi_line_stops_when_a_line_leaves_the_block():
+    text = "if x:\n        y()\n    z()\nw()\n"
+    assert keep_to_scope(text, multi(min_indent=4)) == "if x:\n        y()\n    z()"
+
+
+def test_multi_line_respects_max_lines():
+    assert keep_to_scope("a\n    b\n    c\n    d", multi(max_lines=2)) == "a\n    b"
+
+
+def test_cut_the_rest_of_the_line_the_suffix_already_has():
+    assert cut_suffix_repeat("foo(bar))", single(line_suffix=")")) == "foo(bar)"
+    assert cut_suffix_repeat("value = compute(x)", single(line_suffix="compute(x)")) == "value = "
+
+
+def test_a_single_shared_letter_is_not_a_repeat():
+    assert cut_suffix_repeat("result", single(line_suffix="t")) == "result"
+
+
+def test_multi_line_stops_before_the_code_that_follows():
+    suffix = "\n    return total\n"
+    text = "total = 0\n    for v in values:\n        total += v\n    return total"
+    assert (
+        cut_suffix_repeat(text, multi(suffix=suffix)) == "total = 0\n    for v in values:\n        total += v"
+    )
+
+
+def test_brackets_the_completion_opened_are_closed():
+    assert balance_brackets("print(len(x", single()) == "print(len(x))"
+
+
+def test_a_closer_the_suffix_already_has_is_not_written_twice():
+    # The prefix opened "(", the suffix closes it: the completion must not close it too.
+    assert balance_brackets("a, b)", single(line_suffix=")")) == "a, b"
+
+
+def test_brackets_inside_strings_do_not_count():
+    assert balance_brackets("print('(')", single()) == "print('(')"
+
+
+def test_empty_and_whitespace_results_are_dropped():
+    assert postprocess("   \n  ", single()) is None
+    assert postprocess("", multi()) is None
+
+
+def test_postprocess_runs_every_step():
+    assert postprocess("len(items))\nmore", single(line_suffix=")")) == "len(items)"
