@@ -378,7 +378,7 @@ def license_from_package_json(pkg: dict[str, object]) -> LicenseVerdict:
     if isinstance(value, dict):
         value = value.get("type")
     if isinstance(value, str) and value.strip():
-        return LicenseVerdict(parse_license_expression(value), f"license: {value}")
+        return LicenseVerdict(parse_license_expression(value), f"package.json license: {value}")
     legacy = pkg.get("licenses")
     if isinstance(legacy, list) and legacy:
         signals: list[tuple[str, str | None]] = []
