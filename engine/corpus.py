@@ -1545,6 +1545,13 @@ def build(cfg: BuildConfig) -> dict[str, object]:
     return manifest
 
 
+def configured_source_ids(cfg: BuildConfig) -> set[str]:
+    ids = {f"stdlib:cpython-{'.'.join(map(str, sys.version_info[:3]))}"}
+    ids |= {f"pypi:{name}" for name in cfg.pypi} | {f"npm:{name}" for name in cfg.npm}
+    ids |= {f"{'debian-src' if spec.source else 'debian'}:{spec.package}" for spec in cfg.debian}
+    return ids
+
+
 def merge_manifest(
     cfg: BuildConfig,
     stats: dict[str, LangStats],
@@ -1570,7 +1577,11 @@ def merge_manifest(
                 for lic in sorted(st.license_files)
             },
         }
-    sources: dict[str, dict[str, object]] = {s["id"]: s for s in old.get("sources", [])}
+    # Entries of sources no longer configured (renamed or removed from the lists) are dropped.
+    configured = configured_source_ids(cfg)
+    sources: dict[str, dict[str, object]] = {
+        s["id"]: s for s in old.get("sources", []) if s["id"] in configured
+    }
     for entry in sources.values():
         entry["files"] = {k: v for k, v in entry.get("files", {}).items() if k not in cfg.langs}
         entry["bytes"] = {k: v for k, v in entry.get("bytes", {}).items() if k not in cfg.langs}

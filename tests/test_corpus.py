@@ -329,8 +329,15 @@ def test_build_writes_split_shards_manifest_and_drops_with_reasons(tmp_path: Pat
     assert python["contaminated_by_benchmark"] == {"human-eval-infilling": 1}
     assert (cfg.out / "LICENSES.md").read_text().count("PSF-2.0") >= 2
 
-    # A later pass for another language keeps the Python shards and manifest entry.
+    # A later pass for another language keeps the Python shards and manifest entry, and forgets
+    # sources that are no longer configured.
+    manifest_path = cfg.out / "MANIFEST.json"
+    stale = json.loads(manifest_path.read_text())
+    stale["sources"].append({"id": "npm:renamed-away", "files": {"javascript": 3}, "bytes": {}})
+    manifest_path.write_text(json.dumps(stale))
     cfg.langs = {"go"}
     manifest = build(cfg)
     assert sum(manifest["languages"]["python"]["files"].values()) == 12  # type: ignore[index]
     assert list((cfg.out / "train").glob("python-*.jsonl"))
+    source_ids = [s["id"] for s in manifest["sources"]]  # type: ignore[union-attr]
+    assert source_ids == [records[0][1]["source"]]  # the stdlib entry alone
