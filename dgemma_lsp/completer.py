@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dgemma_lsp.completion import Plan, Proposal, finish, plan
+from dgemma_lsp.completion import Outcome, Plan, Proposal, finish, plan
 from dgemma_lsp.context import CompletionContext
 from dgemma_lsp.options import Options
 from dgemma_lsp.scheduler import Scheduler, Superseded
@@ -35,6 +36,7 @@ class Answer:
     source: Source
     context: CompletionContext
     result: InfillResult | None  # the model's result when it ran for this request
+    queued_ms: float = 0.0  # waiting for the worker (it was finishing or cancelling another job)
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Completer:
                 proposals = self._rebase(outcome.proposals, context.cursor)
                 self._remember(uri, context, proposals)
                 return Answer(proposals, "speculative", context, outcome.result)
+        submitted = time.monotonic()
         future = self._submit(uri, planned, engine)
         try:
             outcome = await future
@@ -130,11 +133,15 @@ class Completer:
         if not is_current():
             return None  # the text moved on while the model worked: this answer is stale
         self._remember(uri, context, outcome.proposals)
-        return Answer(outcome.proposals, "model", context, outcome.result)
+        queued_ms = (outcome.began - submitted) * 1000
+        return Answer(outcome.proposals, "model", context, outcome.result, queued_ms)
 
     def _submit(self, uri: str, planned: Plan, engine: Engine) -> asyncio.Future:
-        def work(cancel: threading.Event):
-            return finish(planned, engine.infill(replace(planned.request, cancel=cancel)))
+        def work(cancel: threading.Event) -> Outcome:
+            began = time.monotonic()
+            return replace(
+                finish(planned, engine.infill(replace(planned.request, cancel=cancel))), began=began
+            )
 
         return self.scheduler.submit(uri, work)
 

@@ -33,6 +33,7 @@ class Proposal:
 class Outcome:
     proposals: tuple[Proposal, ...]
     result: InfillResult
+    began: float = 0.0  # monotonic time the worker started on it
 
 
 def context_options(options: Options) -> ContextOptions:

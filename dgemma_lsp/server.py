@@ -26,11 +26,13 @@ from dgemma_lsp.options import Options, parse_options
 from dgemma_lsp.positions import InvalidPosition
 from dgemma_lsp.protocol import DgemmaProtocol
 from dgemma_lsp.scheduler import Scheduler
+from dgemma_lsp.stats import Stats, record
 from dgemma_lsp.workspace import OpenFiles
 
 logger = logging.getLogger(__name__)
 
 STATUS_NOTIFICATION = "dgemma/status"
+STATS_REQUEST = "dgemma/stats"
 
 
 class DgemmaServer(LanguageServer):
@@ -42,6 +44,7 @@ class DgemmaServer(LanguageServer):
         self.scheduler = Scheduler()
         self.model = ModelHost(self.scheduler)
         self.completer = Completer(self.scheduler)
+        self.stats = Stats()
         self.files = OpenFiles(self.registry, "utf-16")
         self.last_latency_ms: float | None = None
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
@@ -147,14 +150,22 @@ class DgemmaServer(LanguageServer):
         def is_current() -> bool:
             return uri in self.files.documents and self.files.documents.get(uri).version == version
 
-        answer = await self.completer.complete(
-            uri, snapshot, cursor, self.options, self.model.engine, started, is_current
-        )
+        try:
+            answer = await self.completer.complete(
+                uri, snapshot, cursor, self.options, self.model.engine, started, is_current
+            )
+        except asyncio.CancelledError:
+            self.stats.cancelled += 1
+            raise
         if answer is None:
             return None
         self.files.anchors[uri] = answer.context.anchor
         self.last_latency_ms = (time.monotonic() - started) * 1000
         self.last_source = answer.source
+        multi_line = answer.context.mode != "single_line"
+        self.stats.add(
+            record(answer.source, multi_line, self.last_latency_ms, answer.result, answer.queued_ms)
+        )
         self.send_status()
         if self.options.debug_log:
             logger.debug(
@@ -229,6 +240,15 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
             return types.InlineCompletionList(items=[])
         document = ls.files.documents.get(params.text_document.uri)
         return convert.inline_completion_list(answer.proposals, document, ls.files.encoding)
+
+    @server.feature(STATS_REQUEST)
+    def stats(ls: DgemmaServer, params: object) -> dict:
+        """Counters and latency figures of this session; `{"reset": true}` starts them afresh."""
+        summary = ls.stats.summary(superseded=ls.scheduler.superseded)
+        if getattr(params, "reset", False) or (isinstance(params, dict) and params.get("reset")):
+            ls.stats.reset()
+            ls.scheduler.superseded = 0
+        return summary
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: DgemmaServer, params: None) -> None:

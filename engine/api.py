@@ -69,9 +69,10 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Timings:
-    prefill_ms: float
-    denoise_ms: float
+    prefill_ms: float  # tokenizing the prompt and encoding its new tokens
+    denoise_ms: float  # the canvases, from the first decoder step to the text
     total_ms: float
+    forward_ms: float = 0.0  # time inside model forward passes (the rest is the engine's own overhead)
 
 
 @dataclass(frozen=True)

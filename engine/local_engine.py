@@ -66,8 +66,10 @@ class LocalEngine:
     def infill(self, request: InfillRequest) -> InfillResult:
         started = time.perf_counter()
         ids = self.prompt_ids(request)
+        tokenized = time.perf_counter()
         reused, _ = self.prompt_cache.encode(ids)
         prefilled = time.perf_counter()
+        forward_ms = (prefilled - tokenized) * 1000
 
         settings = (
             self.settings
@@ -88,6 +90,7 @@ class LocalEngine:
                 deadline=request.deadline, cancel=request.cancel,
             )  # fmt: skip
             steps += outcome.steps
+            forward_ms += outcome.forward_ms
             self._collect(rows, outcome.tokens, outcome.confidence, left)
             if outcome.reason in ("deadline", "cancelled"):
                 reason = outcome.reason
@@ -98,7 +101,9 @@ class LocalEngine:
             if len(rows[0].tokens) >= request.max_new_tokens:
                 break
             canvas_ids = outcome.tokens
+            extend_start = time.perf_counter()
             extend_cache(self.model, cache, canvas_ids)
+            forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
         finished = time.perf_counter()
 
@@ -113,6 +118,7 @@ class LocalEngine:
                 prefill_ms=(prefilled - started) * 1000,
                 denoise_ms=(finished - prefilled) * 1000,
                 total_ms=(finished - started) * 1000,
+                forward_ms=forward_ms,
             ),
             prompt_tokens=len(ids),
             reused_prompt_tokens=reused,

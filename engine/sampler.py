@@ -51,6 +51,7 @@ class CanvasOutcome:
     confidence: torch.Tensor  # [B, C] probability of each token at temperature 1
     steps: int
     reason: StopReason
+    forward_ms: float  # time inside the decoder's forward passes
 
 
 @dataclass
@@ -153,7 +154,9 @@ def denoise(
     self_conditioning: torch.Tensor | None = None
     reason: StopReason = "max_steps"
     steps = 0
+    forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
+        forward_start = time.perf_counter()
         out = model(
             decoder_input_ids=canvas,
             past_key_values=cache,
@@ -162,6 +165,7 @@ def denoise(
             decoder_position_ids=positions,
         )
         raw = out.logits.float() + bias  # [B, C, V]
+        forward_s += time.perf_counter() - forward_start
         steps += 1
         scaled = raw / temperature(settings, remaining)
         log_probs = scaled.log_softmax(dim=-1)
@@ -188,4 +192,6 @@ def denoise(
         if deadline is not None and time.monotonic() >= deadline:
             reason = "deadline"
             break
-    return CanvasOutcome(tokens=final, confidence=final_confidence, steps=steps, reason=reason)
+    return CanvasOutcome(
+        tokens=final, confidence=final_confidence, steps=steps, reason=reason, forward_ms=forward_s * 1000
+    )

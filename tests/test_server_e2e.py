@@ -168,3 +168,18 @@ async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_mod
         await wait_until(
             lambda: client.statuses[-1].lastSource in ("speculative", "cache"), what="a reused answer"
         )
+
+
+async def test_stats_request_reports_what_the_server_measured(tiny_model_dir):
+    async with lsp_session(tiny_model_dir, options={"completion": {"latencyBudgetMs": 0}}) as (client, _):
+        open_document(client, URI, SOURCE)
+        await inline(client, URI, 4, 4)  # model
+        await inline(client, URI, 4, 4)  # same context: cache
+        stats = await client.protocol.send_request_async("dgemma/stats", {"reset": True})
+        assert stats.answered == 2
+        assert stats.sources.model == 1 and stats.sources.cache == 1
+        assert stats.steps_mean >= 1 and stats.tokens_per_forward > 0
+        assert 0 <= stats.prompt_reuse <= 1
+        assert stats.overhead.p50_ms >= 0 and stats.peak_rss_mb > 50
+        after = await client.protocol.send_request_async("dgemma/stats", None)
+        assert after.answered == 0

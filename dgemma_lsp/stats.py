@@ -1,0 +1,112 @@
+"""What the server measured about its own answers, for `dgemma/stats` and the benchmark.
+
+One small record per answered completion, in a bounded ring, summarised on demand: latencies by
+mode, the server's overhead (its time minus the model's forward passes), where answers came from,
+denoising steps, tokens per forward pass and the share of prompt tokens whose KV was reused.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections import Counter, deque
+from dataclasses import dataclass
+
+from engine import InfillResult
+
+MAX_RECORDS = 20_000
+
+
+@dataclass(frozen=True)
+class Record:
+    source: str  # model, typed_through, cache, speculative
+    multi_line: bool
+    server_ms: float  # handler entry to answer
+    forward_ms: float  # inside model forward passes (0 when the model did not run for it)
+    steps: int
+    tokens_per_forward: float
+    prompt_tokens: int
+    reused_prompt_tokens: int
+    stop_reason: str
+    queued_ms: float = 0.0  # waiting for the worker to finish or cancel another job
+
+    @property
+    def overhead_ms(self) -> float:
+        return max(0.0, self.server_ms - self.forward_ms - self.queued_ms)
+
+
+def record(
+    source: str, multi_line: bool, server_ms: float, result: InfillResult | None, queued_ms: float = 0.0
+) -> Record:
+    if result is None:
+        return Record(source, multi_line, server_ms, 0.0, 0, 0.0, 0, 0, "reused")
+    return Record(
+        queued_ms=queued_ms,
+        source=source,
+        multi_line=multi_line,
+        server_ms=server_ms,
+        forward_ms=result.timings.forward_ms,
+        steps=result.steps,
+        tokens_per_forward=result.tokens_per_forward,
+        prompt_tokens=result.prompt_tokens,
+        reused_prompt_tokens=result.reused_prompt_tokens,
+        stop_reason=result.stop_reason,
+    )
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _latency(values: list[float]) -> dict:
+    return {
+        "n": len(values),
+        "p50_ms": percentile(values, 50),
+        "p95_ms": percentile(values, 95),
+        "p99_ms": percentile(values, 99),
+    }
+
+
+def peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KB on Linux
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.records: deque[Record] = deque(maxlen=MAX_RECORDS)
+        self.cancelled = 0  # $/cancelRequest, or the client gave up waiting
+
+    def add(self, item: Record) -> None:
+        self.records.append(item)
+
+    def reset(self) -> None:
+        self.records.clear()
+        self.cancelled = 0
+
+    def summary(self, superseded: int) -> dict:
+        records = list(self.records)
+        model = [r for r in records if r.source == "model"]
+        prompt = sum(r.prompt_tokens for r in model)
+        return {
+            "answered": len(records),
+            "cancelled": self.cancelled,
+            "superseded": superseded,
+            "sources": dict(Counter(r.source for r in records)),
+            "single_line": _latency([r.server_ms for r in records if not r.multi_line]),
+            "multi_line": _latency([r.server_ms for r in records if r.multi_line]),
+            "overhead": {
+                "p50_ms": percentile([r.overhead_ms for r in records], 50),
+                "p95_ms": percentile([r.overhead_ms for r in records], 95),
+            },
+            "steps_mean": sum(r.steps for r in model) / len(model) if model else None,
+            "tokens_per_forward": sum(r.tokens_per_forward for r in model) / len(model) if model else None,
+            "prompt_reuse": sum(r.reused_prompt_tokens for r in model) / prompt if prompt else None,
+            "stop_reasons": dict(Counter(r.stop_reason for r in model)),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+        }
