@@ -1,0 +1,59 @@
+// The server's custom messages (see dgemma_lsp/server.py) and the kinds this extension asks for.
+
+export const STATUS_NOTIFICATION = "dgemma/status";
+export const NEXT_EDIT_REQUEST = "dgemma/nextEdit";
+export const REWRITE_KIND = "refactor.rewrite";
+
+export type ModelState = "none" | "loading" | "ready" | "failed";
+
+/** Params of the `dgemma/status` notification, sent after loads and after each completion. */
+export interface ServerStatus {
+  state: ModelState;
+  model: string | null;
+  device: string | null;
+  lastLatencyMs: number | null;
+  error: string | null;
+}
+
+export interface LspPosition {
+  line: number;
+  character: number;
+}
+
+export interface LspRange {
+  start: LspPosition;
+  end: LspPosition;
+}
+
+/** Result of `dgemma/nextEdit` when the server has a suggestion (it answers `null` otherwise). */
+export interface NextEdit {
+  range: LspRange;
+  newText: string;
+  confidence?: number;
+}
+
+export function isServerStatus(value: unknown): value is ServerStatus {
+  if (typeof value !== "object" || value === null) {
+    return false;
+  }
+  const state = (value as { state?: unknown }).state;
+  return state === "none" || state === "loading" || state === "ready" || state === "failed";
+}
+
+function isPosition(value: unknown): value is LspPosition {
+  const p = value as LspPosition | null;
+  return typeof p === "object" && p !== null && Number.isInteger(p.line) && Number.isInteger(p.character);
+}
+
+export function isNextEdit(value: unknown): value is NextEdit {
+  const edit = value as NextEdit | null;
+  return (
+    typeof edit === "object" &&
+    edit !== null &&
+    typeof edit.newText === "string" &&
+    typeof edit.range === "object" &&
+    edit.range !== null &&
+    isPosition(edit.range.start) &&
+    isPosition(edit.range.end)
+  );
+}

@@ -1,0 +1,77 @@
+// What the status bar item says for a server status. No `vscode` import: unit-tested in node.
+import type { ServerStatus } from "./protocol";
+
+export type ClientPhase = "starting" | "running" | "stopped" | "notFound";
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  error: boolean;
+}
+
+/** A short model name: the last folder of a path, an id or URL as it is. */
+export function shortModel(model: string | null): string {
+  if (!model) {
+    return "model";
+  }
+  if (/^[a-z]+:\/\//i.test(model)) {
+    return model.replace(/^[a-z]+:\/\//i, "");
+  }
+  if (model.startsWith("/") || model.startsWith("~") || /^[A-Za-z]:[\\/]/.test(model) || model.startsWith(".")) {
+    const parts = model.split(/[\\/]/).filter((p) => p !== "");
+    return parts[parts.length - 1] ?? model;
+  }
+  return model;
+}
+
+export function describeStatus(phase: ClientPhase, enabled: boolean, status: ServerStatus | undefined): StatusView {
+  if (phase === "notFound") {
+    return {
+      text: "$(warning) DGemma: no server",
+      tooltip: "dgemma-lsp was not found: set dgemma.server.path (click for the menu)",
+      error: true,
+    };
+  }
+  if (phase === "stopped") {
+    return {
+      text: "$(debug-stop) DGemma: stopped",
+      tooltip: "The server is not running (click for the menu)",
+      error: true,
+    };
+  }
+  const off = enabled ? "" : " (off)";
+  if (phase === "starting" || status === undefined || status.state === "none") {
+    return { text: `$(loading~spin) DGemma${off}`, tooltip: "Starting dgemma-lsp", error: false };
+  }
+  const model = shortModel(status.model);
+  if (status.state === "loading") {
+    return {
+      text: `$(loading~spin) DGemma: loading ${model}${off}`,
+      tooltip: `Loading ${status.model ?? ""}`,
+      error: false,
+    };
+  }
+  if (status.state === "failed") {
+    return {
+      text: `$(error) DGemma: ${model} failed`,
+      tooltip: `Could not load ${status.model ?? "the model"}: ${status.error ?? "see the log"}`,
+      error: true,
+    };
+  }
+  const parts = [model];
+  if (status.device) {
+    parts.push(status.device);
+  }
+  if (status.lastLatencyMs !== null && status.lastLatencyMs !== undefined) {
+    parts.push(`${Math.round(status.lastLatencyMs)} ms`);
+  }
+  const icon = enabled ? "$(sparkle)" : "$(circle-slash)";
+  const tooltip = [
+    `Model: ${status.model ?? "?"}`,
+    `Device: ${status.device ?? "?"}`,
+    `Last completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}`,
+    enabled ? "Inline completions on" : "Inline completions off",
+    "Click for the menu",
+  ].join("\n");
+  return { text: `${icon} DGemma: ${parts.join(" · ")}${off}`, tooltip, error: false };
+}

@@ -1,0 +1,256 @@
+"""VS Code end to end: code-server 4.100.3 (VS Code 1.100.3) in headless Chromium, driven by
+playwright-core, with the built .vsix installed and the real server running the tiny test model.
+
+What a user would do and see: open a file, type, the ghost text appears, Tab inserts it, the saved
+file has it; the status bar shows the model, the device and the last latency; a block rewrite opens
+a diff that changes nothing until accepted. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import tools
+from tests.e2e.conftest import need, requires
+
+FIXTURE = "python/shorten.py"
+LINE = 6  # 1-based: the empty, indented line inside shorten()
+TYPED = "result = "
+DRIVER = Path(__file__).with_name("vscode_driver.cjs")
+
+
+@dataclass
+class CodeServer:
+    url: str
+    home: Path
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _vsix() -> Path:
+    """The built extension; rebuilt here when its sources are newer and its node_modules exist."""
+    try:
+        return tools.find_vsix()
+    except tools.Missing:
+        extension = tools.ROOT / "editors" / "vscode"
+        if not (extension / "node_modules").is_dir():
+            raise
+        subprocess.run(["npm", "run", "--silent", "package"], cwd=extension, check=True, capture_output=True)
+        return tools.find_vsix()
+
+
+@pytest.fixture(scope="module")
+def code_server(tmp_path_factory, server_command: Path, tiny_model_dir: Path) -> Iterator[CodeServer]:
+    binary = need(tools.find_code_server)
+    need(tools.find_playwright)
+    need(tools.find_chromium)
+    vsix = need(_vsix)
+    home = tmp_path_factory.mktemp("code-server")
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "TMPDIR": str(home / "tmp"),
+    }
+    (home / "tmp").mkdir()
+    user = home / "user-data" / "User"
+    user.mkdir(parents=True)
+    settings = {
+        "files.autoSave": "off",
+        "files.hotExit": "off",
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": False,
+        "workbench.enableExperiments": False,
+        "telemetry.telemetryLevel": "off",
+        "update.mode": "none",
+        "extensions.autoCheckUpdates": False,
+        "extensions.autoUpdate": False,
+        "security.workspace.trust.enabled": False,
+        "chat.commandCenter.enabled": False,
+        "editor.minimap.enabled": False,
+        "editor.inlineSuggest.enabled": True,
+        "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+        "editor.suggestOnTriggerCharacters": False,
+        "dgemma.server.path": str(server_command),
+        "dgemma.model": str(tiny_model_dir),
+        "dgemma.device": "cpu",
+        "dgemma.trace.server": "messages",
+    }
+    (user / "settings.json").write_text(json.dumps(settings, indent=2))
+    common = ["--user-data-dir", str(home / "user-data"), "--extensions-dir", str(home / "extensions")]
+    subprocess.run(
+        [str(binary), *common, "--install-extension", str(vsix)], env=env, check=True, capture_output=True, timeout=120
+    )
+    port = _free_port()
+    log = (home / "code-server.log").open("w")
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "--auth",
+            "none",
+            "--bind-addr",
+            f"127.0.0.1:{port}",
+            *common,
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the extension host and the server go with it
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"code-server did not start: {(home / 'code-server.log').read_text()[-2000:]}")
+                time.sleep(0.3)
+        yield CodeServer(url=url, home=home, env=env)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def drive(code_server: CodeServer, workspace: Path, artifacts: Path, name: str, steps: list[dict], **extra) -> dict:
+    """Runs the playwright driver on a fresh browser profile; returns what it saw."""
+    scenario = {
+        "name": name,
+        "url": f"{code_server.url}/?folder={workspace}",
+        "playwright": str(need(tools.find_playwright)),
+        "chromium": str(need(tools.find_chromium)),
+        "profile": str(code_server.home / f"chromium-{name}"),
+        "artifacts": str(artifacts),
+        "file": Path(FIXTURE).name,
+        "line": LINE,
+        "column": 5,
+        "readyPattern": "· cpu",
+        "steps": steps,
+        **extra,
+    }
+    scenario_file = code_server.home / f"{name}.json"
+    scenario_file.write_text(json.dumps(scenario))
+    done = subprocess.run(
+        [str(need(tools.find_node)), str(DRIVER), str(scenario_file)],
+        env=code_server.env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"the driver printed nothing: {done.stderr[-3000:]}"
+    seen = json.loads(lines[-1])
+    if seen.get("error"):
+        extension_log = _extension_log(code_server.home)
+        pytest.fail(f"{name}: {seen['error']}\nsteps: {seen['steps']}\nextension log:\n{extension_log}")
+    return seen
+
+
+def _extension_log(home: Path) -> str:
+    logs = sorted((home / "user-data" / "logs").rglob("*DiffusionGemma*.log"))
+    return logs[-1].read_text()[-4000:] if logs else "(no log)"
+
+
+def visible(text: str) -> str:
+    """Text as VS Code draws it: no-break spaces as spaces, control characters as their pictures (U+24xx).
+
+    The tiny test model writes noise, control characters included.
+    """
+    return "".join(" " if ch == "\u00a0" else chr(0x2400 + ord(ch)) if ch < " " and ch != "\t" else ch for ch in text)
+
+
+def test_ghost_text_appears_and_tab_inserts_it(code_server, workspace, artifacts):
+    seen = drive(
+        code_server,
+        workspace,
+        artifacts,
+        "vscode-completion",
+        [
+            {"do": "type", "text": TYPED},
+            {"do": "waitGhost", "timeout": 60000},
+            {"do": "screenshot", "name": "vscode-ghost-text"},
+            {"do": "press", "key": "Tab"},
+            {"do": "save"},
+            {"do": "status", "pattern": r"\d+ ms"},
+            {"do": "screenshot", "name": "vscode-accepted"},
+        ],
+    )
+    ghost = seen["ghost"]
+    assert ghost["first"].strip(), "the ghost text is empty"
+    lines = (workspace / FIXTURE).read_text().split("\n")
+    inserted = lines[LINE - 1]
+    assert inserted.startswith("    " + TYPED), inserted
+    # What Tab put in the file is what the ghost text showed, and the code after it is untouched.
+    assert visible(inserted[len("    " + TYPED) :]).rstrip() == visible(ghost["first"]).rstrip()
+    assert lines[LINE:] == ["    return result", ""][: len(lines) - LINE] or "return result" in "\n".join(lines[LINE:])
+    # The status bar shows the model folder, the device and the last completion latency.
+    assert tiny_name(code_server) in seen["status"] and "cpu" in seen["status"]
+
+
+def tiny_name(code_server: CodeServer) -> str:
+    settings = json.loads((code_server.home / "user-data" / "User" / "settings.json").read_text())
+    return Path(settings["dgemma.model"]).name
+
+
+def test_rewrite_block_shows_a_diff_and_changes_the_file_only_on_accept(
+    code_server, workspace, artifacts, server_features
+):
+    requires(server_features, "rewrite")
+    before = (workspace / FIXTURE).read_text()
+    seen = drive(
+        code_server,
+        workspace,
+        artifacts,
+        "vscode-rewrite",
+        [
+            {"do": "command", "title": "DGemma: Rewrite Block"},
+            {"do": "waitDiff", "timeout": 60000},
+            {"do": "screenshot", "name": "vscode-rewrite-preview"},
+            {"do": "save"},
+        ],
+    )
+    assert "DiffusionGemma rewrite" in seen["diffTitle"]
+    assert (workspace / FIXTURE).read_text() == before, "the preview changed the file before it was accepted"
+    seen = drive(
+        code_server,
+        workspace,
+        artifacts,
+        "vscode-rewrite-accept",
+        [
+            {"do": "command", "title": "DGemma: Rewrite Block"},
+            {"do": "waitDiff", "timeout": 60000},
+            {"do": "command", "title": "DGemma: Accept Suggested Edit"},
+            {"do": "waitNoDiff"},
+            {"do": "save"},
+            {"do": "screenshot", "name": "vscode-rewrite-accepted"},
+        ],
+    )
+    assert (workspace / FIXTURE).read_text() != before, "accepting the rewrite did not change the file"

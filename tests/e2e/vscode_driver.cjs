@@ -1,0 +1,191 @@
+// Drives VS Code (code-server in headless Chromium) like a user, for tests/e2e/test_vscode.py.
+//
+//   node vscode_driver.cjs SCENARIO.json
+//
+// The scenario names the code-server URL, the file to open, where to type and what, and which steps
+// to run; the driver prints one JSON line with what it saw (ghost text, status bar, errors) and saves
+// screenshots. The assertions live in the pytest file; this only acts and observes.
+"use strict";
+
+const fs = require("node:fs");
+const path = require("node:path");
+
+const scenario = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+const { chromium } = require(scenario.playwright);
+
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+const seen = { steps: [], screenshots: [] };
+
+function note(step, detail = {}) {
+  seen.steps.push({ step, at: Date.now(), ...detail });
+}
+
+async function shot(page, name) {
+  const file = path.join(scenario.artifacts, `${name}.png`);
+  await page.screenshot({ path: file });
+  seen.screenshots.push(file);
+}
+
+async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(`>${title}`);
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ state: "visible", timeout: 10000 });
+  await page.keyboard.press("Enter");
+  note("command", { title });
+}
+
+async function openFile(page, name) {
+  await page.keyboard.press("Control+P");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(name);
+  await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ state: "visible", timeout: 15000 });
+  await page.keyboard.press("Enter");
+  await page.locator(`.tab.active[aria-label*="${name}"]`).first().waitFor({ timeout: 15000 });
+  await page.locator(".editor-instance .monaco-editor textarea").first().waitFor({ state: "attached", timeout: 15000 });
+  note("opened", { name });
+}
+
+async function goTo(page, line, column) {
+  await page.keyboard.press("Control+G");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(`:${line}:${column}`);
+  await page.keyboard.press("Enter");
+  await input.waitFor({ state: "hidden", timeout: 10000 });
+  note("goto", { line, column });
+}
+
+async function statusText(page) {
+  const item = page.locator(".statusbar-item", { hasText: "DGemma" }).first();
+  return (await item.count()) > 0 ? (await item.innerText()).trim() : null;
+}
+
+async function waitForStatus(page, pattern, timeout) {
+  const deadline = Date.now() + timeout;
+  let text = null;
+  while (Date.now() < deadline) {
+    text = await statusText(page);
+    if (text !== null && new RegExp(pattern).test(text)) {
+      return text;
+    }
+    await page.waitForTimeout(250);
+  }
+  throw new Error(`status bar never matched ${pattern}; last: ${text}`);
+}
+
+async function ghostText(page) {
+  // The first line is inline (.ghost-text-decoration), further lines are view zones (.ghost-text).
+  return page.evaluate(() => {
+    const first = Array.from(document.querySelectorAll(".monaco-editor .ghost-text-decoration"))
+      .map((n) => n.textContent)
+      .join("");
+    const more = Array.from(document.querySelectorAll(".monaco-editor .ghost-text .view-line")).map(
+      (n) => n.textContent,
+    );
+    return { first, more };
+  });
+}
+
+async function main() {
+  fs.mkdirSync(scenario.artifacts, { recursive: true });
+  const context = await chromium.launchPersistentContext(scenario.profile, {
+    executablePath: scenario.chromium,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1280, height: 720 },
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(30000);
+  try {
+    await page.goto(scenario.url, { waitUntil: "domcontentloaded" });
+    await page.locator(".monaco-workbench").waitFor({ timeout: 60000 });
+    note("workbench");
+    seen.statusLoading = await waitForStatus(page, "DGemma", 60000);
+    seen.statusReady = await waitForStatus(page, scenario.readyPattern, 90000);
+    note("ready", { status: seen.statusReady });
+    await openFile(page, scenario.file);
+    await goTo(page, scenario.line, scenario.column);
+    for (const step of scenario.steps) {
+      await runStep(page, step);
+    }
+  } catch (err) {
+    seen.error = String(err && err.stack ? err.stack : err);
+    await shot(page, `${scenario.name}-failure`).catch(() => undefined);
+  } finally {
+    await context.close();
+  }
+  process.stdout.write(`${JSON.stringify(seen)}\n`);
+}
+
+async function runStep(page, step) {
+  switch (step.do) {
+    case "type":
+      await page.keyboard.type(step.text, { delay: step.delay ?? 30 });
+      note("typed", { text: step.text });
+      return;
+    case "press":
+      await page.keyboard.press(step.key);
+      note("pressed", { key: step.key });
+      return;
+    case "waitGhost": {
+      await page.locator(".monaco-editor .ghost-text-decoration").first().waitFor({ state: "visible", timeout: step.timeout ?? 60000 });
+      await page.waitForTimeout(300); // let the rest of a multi-line ghost text render
+      seen.ghost = await ghostText(page);
+      note("ghost", seen.ghost);
+      return;
+    }
+    case "waitNoGhost":
+      await page.locator(".monaco-editor .ghost-text-decoration").first().waitFor({ state: "hidden", timeout: 10000 });
+      note("ghost gone");
+      return;
+    case "screenshot":
+      await shot(page, step.name);
+      return;
+    case "command":
+      await runCommand(page, step.title);
+      return;
+    case "waitDiff":
+      await page.locator(".monaco-diff-editor").first().waitFor({ state: "visible", timeout: step.timeout ?? 60000 });
+      await page.waitForTimeout(500);
+      seen.diffTitle = await page.locator(".tab.active").first().innerText();
+      note("diff", { title: seen.diffTitle });
+      return;
+    case "waitNoDiff":
+      await page.locator(".monaco-diff-editor").first().waitFor({ state: "hidden", timeout: 15000 });
+      note("diff closed");
+      return;
+    case "save":
+      await page.keyboard.press("Control+S");
+      await page.waitForTimeout(step.wait ?? 1000);
+      note("saved");
+      return;
+    case "status":
+      seen.status = await waitForStatus(page, step.pattern, step.timeout ?? 30000);
+      note("status", { text: seen.status });
+      return;
+    case "wait":
+      await page.waitForTimeout(step.ms);
+      return;
+    default:
+      throw new Error(`unknown step ${JSON.stringify(step)}`);
+  }
+}
+
+main().catch((err) => {
+  process.stdout.write(`${JSON.stringify({ ...seen, error: String(err) })}\n`);
+  process.exitCode = 1;
+});
