@@ -159,6 +159,12 @@ def test_endless_program_times_out(humaneval_item):
     assert time.monotonic() - started < 5
 
 
+def test_program_memory_is_limited(humaneval_item):
+    greedy = "    bytearray(4 << 30)\n" + humaneval_item.middle
+    result = check_completion(humaneval_item, greedy)
+    assert result.status == "failed" and "MemoryError" in result.detail
+
+
 def _listener() -> socket.socket:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

@@ -18,7 +18,6 @@ import contextlib
 import functools
 import logging
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -36,8 +35,14 @@ DEFAULT_TIMEOUT_S = 10.0
 _MEMORY_BYTES = 2 << 30
 _FILE_BYTES = 16 << 20
 _GUARD = "_dgemma_guard.py"
-_GUARD_SOURCE = """\
-import os, runpy, socket, sys
+# Runs first in the child; limits are set here rather than in a preexec_fn, which is unsafe in the
+# evaluator (torch's threads) and can deadlock the fork.
+_GUARD_SOURCE = f"""\
+import os, resource, runpy, socket, sys
+
+for _limit, _value in ((resource.RLIMIT_AS, {_MEMORY_BYTES}), (resource.RLIMIT_FSIZE, {_FILE_BYTES})):
+    resource.setrlimit(_limit, (_value, _value))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _no_network(*args, **kwargs):
@@ -92,12 +97,6 @@ def network_block() -> str:
     return "unshare --net + socket guard" if network_isolation() else "socket guard"
 
 
-def _limit_resources() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_BYTES, _MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (_FILE_BYTES, _FILE_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def run_program(
     files: dict[str, str], main: str, stdin: str = "", timeout: float = DEFAULT_TIMEOUT_S
 ) -> ProcessRun:
@@ -115,7 +114,7 @@ def run_program(
         ):
             process = subprocess.Popen(
                 command, cwd=folder, env=env, stdin=stdin_file, stdout=stdout_file, stderr=stderr_file,
-                start_new_session=True, preexec_fn=_limit_resources,
+                start_new_session=True,
             )  # fmt: skip
             try:
                 returncode: int | None = process.wait(timeout=timeout)
