@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-SUBCOMMANDS = ("complete", "doctor")
+SUBCOMMANDS = ("complete", "doctor", "bench", "eval")
 
 
 def _serve_parser() -> argparse.ArgumentParser:
@@ -62,7 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         command, rest = argv[0], argv[1:]
         if command == "complete":
             return complete(_complete_parser().parse_args(rest))
-        return doctor(_doctor_parser().parse_args(rest))
+        if command == "doctor":
+            return doctor(_doctor_parser().parse_args(rest))
+        if command == "eval":
+            from engine.eval.cli import main as eval_main
+
+            return eval_main(rest)
+        from dgemma_lsp.bench.cli import main as bench_main
+
+        return bench_main(rest)
     return serve(_serve_parser().parse_args(argv))
 
 

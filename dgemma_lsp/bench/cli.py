@@ -1,0 +1,137 @@
+"""`dgemma-lsp bench [--quick] [--json OUT]`: replay typing sessions and print what they measured."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import random
+import time
+from pathlib import Path
+
+from dgemma_lsp.bench.driver import BenchClient, SessionLog
+from dgemma_lsp.bench.scripts import Pace, big_file, load_scripts
+from dgemma_lsp.stats import percentile
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dgemma-lsp bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="a short run (under a minute on a laptop CPU)")
+    p.add_argument("--model", default="default")
+    p.add_argument("--budget-ms", type=int, default=None, help="latencyBudgetMs (default: the server's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scripts", type=int, default=0, help="use only the first N scripts (0: --quick decides)")
+    p.add_argument("--keys", type=int, default=0, help="type at most K keys per segment (0: --quick decides)")
+    p.add_argument("--json", type=Path, help="write the figures here")
+    return p
+
+
+def latency(samples: list, multi_line: bool) -> dict:
+    values = [s.latency_ms for s in samples if s.multi_line == multi_line and s.latency_ms is not None]
+    return {
+        "n": len(values),
+        "p50_ms": percentile(values, 50),
+        "p95_ms": percentile(values, 95),
+        "p99_ms": percentile(values, 99),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict:
+    scripts = load_scripts()
+    scripts = scripts[: args.scripts or (3 if args.quick else len(scripts))]
+    keys = args.keys or (10 if args.quick else None)
+    options = {} if args.budget_ms is None else {"completion": {"latencyBudgetMs": args.budget_ms}}
+    rng = random.Random(args.seed)
+    pace = Pace()
+    bench = BenchClient()
+    started = time.monotonic()
+    await bench.start(args.model, options)
+    try:
+        first = scripts[0]
+        bench.open("file:///bench/first", first.language_id, first.initial)
+        from dgemma_lsp.positions import LineIndex
+
+        await bench.first_completion(
+            "file:///bench/first", LineIndex(first.initial), first.segments[0].offset
+        )
+        first_completion_s = time.monotonic() - started
+        bench.close("file:///bench/first")
+        await bench.stats(reset=True)
+
+        logs: list[SessionLog] = []
+        for script in scripts:
+            logs.append(await bench.run(script, pace, rng, keys))
+        server = await bench.stats(reset=True)
+        await bench.run(big_file(scripts[0]), pace, rng, keys)
+        server_big = await bench.stats(reset=True)
+    finally:
+        await bench.stop()
+
+    samples = [s for log in logs for s in log.samples]
+    answered = [s for s in samples if s.latency_ms is not None]
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "model": args.model,
+        "quick": args.quick,
+        "requests": len(samples),
+        "answered": len(answered),
+        "accepted": sum(log.accepted for log in logs),
+        "cancelled_share": 1 - len(answered) / len(samples) if samples else None,
+        "single_line": latency(samples, multi_line=False),
+        "multi_line": latency(samples, multi_line=True),
+        "overhead": server["overhead"],
+        "overhead_5000_lines": server_big["overhead"],
+        "steps_mean": server["steps_mean"],
+        "tokens_per_forward": server["tokens_per_forward"],
+        "prompt_reuse": server["prompt_reuse"],
+        "sources": server["sources"],
+        "stop_reasons": server["stop_reasons"],
+        "server_latency": {"single_line": server["single_line"], "multi_line": server["multi_line"]},
+        "peak_rss_mb": server_big["peak_rss_mb"],
+        "first_completion_s": round(first_completion_s, 2),
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _percentiles(block: dict) -> str:
+    return " / ".join(_ms(block[k]) for k in ("p50_ms", "p95_ms", "p99_ms")) + f"  (n={block['n']})"
+
+
+def table(figures: dict) -> str:
+    overhead, big = figures["overhead"], figures["overhead_5000_lines"]
+    reuse = figures["prompt_reuse"]
+    rows = [
+        ("single-line latency p50 / p95 / p99 ms", _percentiles(figures["single_line"])),
+        ("multi-line latency p50 / p95 / p99 ms", _percentiles(figures["multi_line"])),
+        ("requests cancelled or superseded", f"{figures['cancelled_share']:.0%} of {figures['requests']}"),
+        ("server overhead p50 / p95 ms", f"{_ms(overhead['p50_ms'])} / {_ms(overhead['p95_ms'])}"),
+        ("  on a 5,000-line file", f"{_ms(big['p50_ms'])} / {_ms(big['p95_ms'])}"),
+        ("denoising steps (mean)", _ms(figures["steps_mean"])),
+        ("tokens per forward pass", _ms(figures["tokens_per_forward"])),
+        ("prompt tokens reused", "-" if reuse is None else f"{reuse:.0%}"),
+        ("answers by source", ", ".join(f"{k} {v}" for k, v in sorted(figures["sources"].items()))),
+        ("peak RSS", f"{figures['peak_rss_mb']:.0f} MB"),
+        ("process start to first completion", f"{figures['first_completion_s']:.2f} s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    figures = asyncio.run(run(args))
+    print(table(figures))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0

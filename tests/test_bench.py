@@ -1,0 +1,46 @@
+"""The latency benchmark: its typing scripts, and one short real run against the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+from dgemma_lsp.bench.cli import main
+from dgemma_lsp.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
+
+
+def test_typing_every_segment_in_order_rebuilds_the_file():
+    for script in load_scripts():
+        text = script.initial
+        for segment in script.segments:
+            text = text[: segment.offset] + segment.text + text[segment.offset :]
+        marked = (script.initial, script.name)
+        assert TYPE not in text and END not in text, marked
+        original = (load_scripts.__globals__["FIXTURES"] / script.name).read_text()
+        assert text == original.replace(TYPE, "").replace(END, "")
+
+
+def test_parse_script_offsets():
+    script = parse_script("x.py", "python", f"a{TYPE}bc{END}d{TYPE}e{END}f")
+    assert script.initial == "adf"
+    assert [(s.offset, s.text) for s in script.segments] == [(1, "bc"), (4, "e")]
+
+
+def test_big_file_has_five_thousand_lines_and_types_in_its_middle():
+    big = big_file(load_scripts()[0])
+    lines = big.initial.count("\n")
+    assert 4500 <= lines <= 5500
+    assert lines * 0.4 < big.initial[: big.segments[0].offset].count("\n") < lines * 0.6
+
+
+def test_a_short_benchmark_run_reports_every_figure(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    code = main(["--model", str(tiny_model_dir), "--scripts", "1", "--keys", "4", "--json", str(out)])
+    assert code == 0
+    figures = json.loads(out.read_text())
+    for key in ("p50_ms", "p95_ms"):
+        assert figures["single_line"][key] is not None and figures["single_line"][key] > 0
+    assert figures["requests"] >= 4 and figures["answered"] >= 1
+    assert figures["overhead"]["p50_ms"] >= 0 and figures["overhead_5000_lines"]["p50_ms"] >= 0
+    assert figures["tokens_per_forward"] > 0 and 0 <= figures["prompt_reuse"] <= 1
+    assert figures["peak_rss_mb"] > 50 and figures["first_completion_s"] > 0
+    assert "single-line latency" in capsys.readouterr().out
