@@ -7,6 +7,7 @@ from lsprotocol import types
 from dgemma_lsp.completion import Proposal
 from dgemma_lsp.documents import Document
 from dgemma_lsp.positions import PositionEncoding
+from dgemma_lsp.rewrite import Change
 
 
 def position(document: Document, offset: int, encoding: PositionEncoding) -> types.Position:
@@ -24,3 +25,24 @@ def inline_completion_list(
             types.InlineCompletionItem(insert_text=proposal.text, range=types.Range(start=at, end=at))
         )
     return types.InlineCompletionList(items=items)
+
+
+def range_of(document: Document, start: int, end: int, encoding: PositionEncoding) -> types.Range:
+    return types.Range(start=position(document, start, encoding), end=position(document, end, encoding))
+
+
+def workspace_edit(
+    uri: str, version: int, changes: list[Change], document: Document, encoding: PositionEncoding
+) -> types.WorkspaceEdit:
+    """Versioned, so a client refuses to apply it to a text that has moved on."""
+    edits = [
+        types.TextEdit(range=range_of(document, c.start, c.end, encoding), new_text=c.text) for c in changes
+    ]
+    return types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=edits,
+            )
+        ]
+    )

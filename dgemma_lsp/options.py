@@ -32,12 +32,22 @@ class CompletionOptions:
 
 
 @dataclass(frozen=True)
+class RewriteOptions:
+    # Share of the block's tokens renoised before denoising starts: higher rewrites more.
+    strength_percent: int = 30
+    latency_budget_ms: int = 3000
+    # Lines from the cursor that a next-edit suggestion may change.
+    next_edit_lines: int = 3
+
+
+@dataclass(frozen=True)
 class Options:
     model: str = "default"
     device: str = "auto"
     threads: int = 0  # 0: torch decides
     context: WindowOptions = field(default_factory=WindowOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
+    rewrite: RewriteOptions = field(default_factory=RewriteOptions)
     # Log document text (prompts, completions): off by default, code stays out of logs.
     debug_log: bool = False
 
@@ -103,6 +113,8 @@ def _check(name: str, hint: Any, value: Any) -> Any:
         return value if isinstance(value, bool) else None
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        if name == "strength_percent" and value > 100:
             return None
         return None if name in _POSITIVE and value == 0 else value
     if hint is str:

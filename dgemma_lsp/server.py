@@ -19,13 +19,16 @@ from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp import __version__, convert
 from dgemma_lsp.completer import Answer, Completer
+from dgemma_lsp.completion import context_options
 from dgemma_lsp.documents import Document, UnknownDocument
+from dgemma_lsp.edit_history import EditHistory, preamble
 from dgemma_lsp.languages import LanguageRegistry
 from dgemma_lsp.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.options import Options, parse_options
 from dgemma_lsp.positions import InvalidPosition
 from dgemma_lsp.protocol import DgemmaProtocol
-from dgemma_lsp.scheduler import Scheduler
+from dgemma_lsp.rewrite import Change, Target, rewrite_request, smallest_changes, target_at
+from dgemma_lsp.scheduler import Scheduler, Superseded
 from dgemma_lsp.stats import Stats, record
 from dgemma_lsp.workspace import OpenFiles
 
@@ -33,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 STATUS_NOTIFICATION = "dgemma/status"
 STATS_REQUEST = "dgemma/stats"
+NEXT_EDIT_REQUEST = "dgemma/nextEdit"
+REWRITE_TITLE = "Rewrite block with DiffusionGemma"
 
 
 class DgemmaServer(LanguageServer):
@@ -45,6 +50,7 @@ class DgemmaServer(LanguageServer):
         self.model = ModelHost(self.scheduler)
         self.completer = Completer(self.scheduler)
         self.stats = Stats()
+        self.history = EditHistory()
         self.files = OpenFiles(self.registry, "utf-16")
         self.last_latency_ms: float | None = None
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
@@ -173,15 +179,114 @@ class DgemmaServer(LanguageServer):
             )
         return answer
 
+    # --- whole-block rewrites and next edits
+
+    def _engine_or_none(self, uri: str):
+        try:
+            snapshot = self.files.snapshot(uri)
+        except UnknownDocument as err:
+            raise JsonRpcInvalidParams(str(err)) from err
+        if not self.model.ready or not self.enabled_for(snapshot.document.language_id):
+            return snapshot, None
+        return snapshot, self.model.engine
+
+    def _offset(self, snapshot, position: types.Position) -> int:
+        try:
+            return snapshot.document.offset_at(position.line, position.character, self.files.encoding)
+        except InvalidPosition as err:
+            raise JsonRpcInvalidParams(str(err)) from err
+
+    async def _rewrite(self, uri: str, snapshot, target: Target, preamble_text: str = ""):
+        """Denoise `target` again; returns (changes, confidence), or None if superseded or stale."""
+        engine = self.model.engine
+        budget = self.options.rewrite.latency_budget_ms
+        document = snapshot.document
+        request = rewrite_request(
+            document.lines, target, snapshot.spec, document.language_id, engine.count_tokens,
+            context_options(self.options), self.options.rewrite.strength_percent / 100,
+            time.monotonic() + budget / 1000 if budget else None, preamble_text,
+        )  # fmt: skip
+        version = snapshot.document.version
+        future = self.scheduler.submit(
+            f"{uri}#rewrite", lambda cancel: engine.infill(replace(request, cancel=cancel))
+        )
+        try:
+            result = await future
+        except Superseded:
+            return None
+        if self.files.documents.get(uri).version != version or not result.candidates:
+            return None
+        best = result.candidates[0]
+        return smallest_changes(target, best.text), best.mean_confidence
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        only = params.context.only
+        if only and not any(types.CodeActionKind.RefactorRewrite.value.startswith(k) for k in only):
+            return None
+        uri = params.text_document.uri
+        snapshot, engine = self._engine_or_none(uri)
+        if engine is None:
+            return None
+        start, end = self._offset(snapshot, params.range.start), self._offset(snapshot, params.range.end)
+        target = target_at(snapshot.document.lines, snapshot.tree, min(start, end), max(start, end))
+        if target is None:
+            return None
+        data = {"uri": uri, "version": snapshot.document.version, "start": target.start, "end": target.end}
+        return [types.CodeAction(title=REWRITE_TITLE, kind=types.CodeActionKind.RefactorRewrite, data=data)]
+
+    async def resolve_rewrite(self, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else getattr(action.data, "_asdict", dict)()
+        try:
+            uri, version, start, end = data["uri"], int(data["version"]), int(data["start"]), int(data["end"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise JsonRpcInvalidParams(f"not a {REWRITE_TITLE!r} action: {err}") from err
+        snapshot, engine = self._engine_or_none(uri)
+        if engine is None or snapshot.document.version != version or end > len(snapshot.document.text):
+            return action  # no edit: the text moved on, or no model; the client shows nothing to apply
+        target = Target(start=start, end=end, text=snapshot.document.text[start:end])
+        rewritten = await self._rewrite(uri, snapshot, target)
+        if rewritten is None:
+            return action
+        changes, _ = rewritten
+        action.edit = convert.workspace_edit(uri, version, changes, snapshot.document, self.files.encoding)
+        return action
+
+    async def next_edit(self, uri: str, position: types.Position) -> dict | None:
+        snapshot, engine = self._engine_or_none(uri)
+        if engine is None:
+            return None
+        cursor = self._offset(snapshot, position)
+        lines = snapshot.document.lines
+        row = lines.row_of(cursor)
+        last = min(lines.line_count - 1, row + self.options.rewrite.next_edit_lines - 1)
+        start, end = lines.line_start(row), lines.line_end(last)
+        target = Target(start=start, end=end, text=snapshot.document.text[start:end])
+        if not target.text.strip():
+            return None
+        edits = self.history.recent(uri)
+        rewritten = await self._rewrite(uri, snapshot, target, preamble(edits, snapshot.document.language_id))
+        if rewritten is None or not rewritten[0]:
+            return None
+        changes, confidence = rewritten
+        first: Change = changes[0]
+        document = snapshot.document
+        return {
+            "range": convert.range_of(document, first.start, first.end, self.files.encoding),
+            "newText": first.text,
+            "confidence": round(confidence, 4),
+        }
+
     def after_change(self, uri: str, before: Document, changes: list) -> None:
-        """Right after an accepted proposal, start on the next completion (speculation)."""
-        if len(changes) != 1 or getattr(changes[0], "range", None) is None or not self.model.ready:
+        """Note the edit for next-edit suggestions; right after an accepted proposal, speculate."""
+        if len(changes) != 1 or getattr(changes[0], "range", None) is None:
             return
         change = changes[0]
-        if change.range.start != change.range.end or not change.text:
-            return
         start = change.range.start
         offset = before.offset_at(start.line, start.character, self.files.encoding)
+        end = before.offset_at(change.range.end.line, change.range.end.character, self.files.encoding)
+        self.history.record(uri, offset, before.text[offset:end], change.text)
+        if change.range.start != change.range.end or not change.text or not self.model.ready:
+            return
         if self.completer.accepted(uri, offset, change.text):
             snapshot = self.files.snapshot(uri)
             cursor = offset + len(change.text)
@@ -230,6 +335,7 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
         with contextlib.suppress(UnknownDocument):  # closing twice is harmless
             ls.files.close(params.text_document.uri)
         ls.completer.forget(params.text_document.uri)
+        ls.history.forget(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
@@ -240,6 +346,31 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
             return types.InlineCompletionList(items=[])
         document = ls.files.documents.get(params.text_document.uri)
         return convert.inline_completion_list(answer.proposals, document, ls.files.encoding)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.RefactorRewrite], resolve_provider=True
+        ),
+    )
+    def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        return ls.code_actions(params)
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def code_action_resolve(ls: DgemmaServer, action: types.CodeAction) -> types.CodeAction:
+        return await ls.resolve_rewrite(action)
+
+    @server.feature(NEXT_EDIT_REQUEST)
+    async def next_edit(ls: DgemmaServer, params: object) -> dict | None:
+        """params: {textDocument: {uri}, position}; result: null or {range, newText, confidence}."""
+        try:
+            uri = params.textDocument.uri
+            position = types.Position(line=params.position.line, character=params.position.character)
+        except (AttributeError, TypeError, ValueError) as err:
+            raise JsonRpcInvalidParams(
+                f"dgemma/nextEdit takes {{textDocument: {{uri}}, position}}: {err}"
+            ) from err
+        return await ls.next_edit(uri, position)
 
     @server.feature(STATS_REQUEST)
     def stats(ls: DgemmaServer, params: object) -> dict:

@@ -36,6 +36,13 @@ class InfillRequest:
     seed_canvas: str | None = None
     # Canvas indices (of the seed's tokens) that must come out unchanged.
     fixed_positions: tuple[int, ...] = ()
+    # Share of the seed's other tokens replaced by noise before the first step (a rewrite's strength).
+    seed_noise: float = 0.0
+    # Seed tokens the model does not accept a replacement for fall back to the seed, not to noise:
+    # the seed changes only where the model is confident.
+    sticky_seed: bool = True
+    # Text fixed at the END of the canvas (the start of the suffix): the middle is written to join it.
+    anchor: str = ""
     max_steps: int | None = None  # None: the model's generation config decides
     seed: int = 0  # same seed, same request -> same output
     cancel: CancelToken | None = field(default=None, compare=False)
@@ -49,6 +56,8 @@ class InfillRequest:
             raise ValueError("max_steps must be at least 1")
         if self.fixed_positions and self.seed_canvas is None:
             raise ValueError("fixed_positions need a seed_canvas to take their tokens from")
+        if not 0.0 <= self.seed_noise <= 1.0:
+            raise ValueError("seed_noise must be between 0 and 1")
 
     @staticmethod
     def deadline_in(ms: float) -> float:
@@ -61,6 +70,16 @@ class Candidate:
     token_ids: tuple[int, ...]
     # Probability the model gave each emitted token at the last step (temperature 1).
     confidence: tuple[float, ...]
+    # Where each token's text starts in `text` (for per-line confidence).
+    offsets: tuple[int, ...] = ()
+
+    def line_confidence(self) -> list[float]:
+        """The lowest token confidence on each line of `text`."""
+        lowest = [1.0] * (self.text.count("\n") + 1)
+        for offset, prob in zip(self.offsets, self.confidence, strict=False):
+            line = self.text.count("\n", 0, offset)
+            lowest[line] = min(lowest[line], prob)
+        return lowest
 
     @property
     def mean_confidence(self) -> float:

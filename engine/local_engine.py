@@ -19,6 +19,7 @@ from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
 
 MIN_CANVAS = 16
+MAX_SEEDED_CANVAS = 256  # a rewrite's canvas holds its block: longer than a completion's
 
 
 @dataclass
@@ -91,7 +92,10 @@ class LocalEngine:
             )  # fmt: skip
             steps += outcome.steps
             forward_ms += outcome.forward_ms
-            self._collect(rows, outcome.tokens, outcome.confidence, left)
+            self._collect(rows, outcome.tokens, outcome.confidence, min(left, spec.middle_length))
+            if spec.middle_length < spec.init.shape[1]:  # the anchor ends the middle: one canvas only
+                for row in rows:
+                    row.ended = True
             if outcome.reason in ("deadline", "cancelled"):
                 reason = outcome.reason
                 break
@@ -127,21 +131,38 @@ class LocalEngine:
     def _canvas_spec(
         self, request: InfillRequest, n: int, left: int, generator: torch.Generator, first: bool
     ) -> CanvasSpec:
-        # A short request gets a shorter canvas: each step costs less.
-        length = min(self.canvas_length, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
+        seed = self.format.encode(request.seed_canvas) if first and request.seed_canvas is not None else []
+        anchor = self.format.encode(request.anchor) if first and request.anchor else []
+        if seed:
+            # Room for the seed and for the rewrite to grow a little.
+            length = min(MAX_SEEDED_CANVAS, len(seed) + max(8, len(seed) // 4))
+        else:
+            # A short request gets a shorter canvas: each step costs less.
+            length = min(self.canvas_length, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
+        length = max(length, len(anchor) + 1)
         init = noise_canvas(n, length, self.bias.shape[0], generator)
         fixed = torch.zeros(n, length, dtype=torch.bool, device=self.device)
-        if first and request.seed_canvas is not None:
-            seed = self.format.encode(request.seed_canvas)
+        sticky = None
+        if seed:
             outside = [p for p in request.fixed_positions if not 0 <= p < min(len(seed), length)]
             if outside:
                 raise ValueError(
                     f"fixed positions {outside} are outside the seed canvas ({len(seed)} tokens)"
                 )
-            seed = seed[:length]
-            init[:, : len(seed)] = torch.tensor(seed, device=self.device)
-            fixed[:, list(request.fixed_positions)] = True
-        return CanvasSpec(init=init, fixed=fixed)
+            seed = seed[: length - len(anchor)]
+            seeded = torch.tensor(seed, device=self.device).expand(n, -1)
+            noisy = torch.rand(n, len(seed), generator=generator, device=self.device) < request.seed_noise
+            init[:, : len(seed)] = torch.where(noisy, init[:, : len(seed)], seeded)
+            if request.sticky_seed:
+                sticky = torch.zeros(n, length, dtype=torch.bool, device=self.device)
+                sticky[:, : len(seed)] = ~noisy
+            for position in request.fixed_positions:  # kept whatever the noise drew
+                init[:, position] = seed[position]
+                fixed[:, position] = True
+        if anchor:
+            init[:, length - len(anchor) :] = torch.tensor(anchor, device=self.device)
+            fixed[:, length - len(anchor) :] = True
+        return CanvasSpec(init=init, fixed=fixed, middle_length=length - len(anchor), sticky=sticky)
 
     def _collect(self, rows: list[_Row], tokens: torch.Tensor, confidence: torch.Tensor, left: int) -> None:
         for row, row_tokens, row_confidence in zip(rows, tokens.tolist(), confidence.tolist(), strict=True):
@@ -154,11 +175,24 @@ class LocalEngine:
                 row.tokens.append(token)
                 row.confidence.append(prob)
 
+    def _offsets(self, tokens: list[int], text: str) -> tuple[int, ...]:
+        """Where each token starts in `text` (decoding growing prefixes: exact for byte-level BPE)."""
+        offsets, start = [], 0
+        for end in range(1, len(tokens) + 1):
+            offsets.append(min(start, len(text)))
+            start = len(self.format.decode(tokens[:end]))
+        return tuple(offsets)
+
     def _candidates(self, rows: list[_Row]) -> tuple[Candidate, ...]:
         seen: dict[str, Candidate] = {}
         for row in rows:
             text = self.format.clean(self.format.decode(row.tokens))
-            candidate = Candidate(text=text, token_ids=tuple(row.tokens), confidence=tuple(row.confidence))
+            candidate = Candidate(
+                text=text,
+                token_ids=tuple(row.tokens),
+                confidence=tuple(row.confidence),
+                offsets=self._offsets(row.tokens, text),
+            )
             if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:
                 seen[text] = candidate
         return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))

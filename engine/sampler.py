@@ -60,6 +60,14 @@ class CanvasSpec:
 
     init: torch.Tensor  # [B, C] starting tokens (noise, or a seed)
     fixed: torch.Tensor  # [B, C] bool: positions whose `init` token is kept
+    middle_length: int = 0  # positions before a fixed anchor at the end (0: the whole canvas)
+    # [B, C] bool: positions that fall back to their `init` token, not to noise, when not accepted
+    # (a seed the model should change only where it is confident: rewrites, typing through).
+    sticky: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if not self.middle_length:
+            self.middle_length = self.init.shape[1]
 
 
 def noise_canvas(batch: int, length: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -174,6 +182,8 @@ def denoise(
         accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
         proposal = sample_top_k(scaled, settings.top_k, generator)
         noise = noise_canvas(batch, length, vocab, generator)
+        if spec.sticky is not None:
+            noise = torch.where(spec.sticky, spec.init, noise)
         next_canvas = torch.where(fixed, spec.init, torch.where(accepted, proposal, noise))
         # Rows that already converged keep what they had; the others move on.
         live_row = ~done[:, None]
