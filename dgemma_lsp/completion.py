@@ -13,13 +13,15 @@ from dgemma_lsp.context import CompletionContext, ContextOptions, TokenCounter, 
 from dgemma_lsp.options import Options
 from dgemma_lsp.postprocess import Shape, postprocess
 from dgemma_lsp.workspace import Snapshot
-from engine import InfillRequest, InfillResult
+from engine import Candidate, InfillRequest, InfillResult
 
 
 @dataclass(frozen=True)
 class Plan:
     context: CompletionContext
     request: InfillRequest
+    min_line_confidence: float = 0.0  # cut the text before the first line below this
+    min_mean_confidence: float = 0.0  # offer nothing below this
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,12 @@ def plan(
         n_candidates=completion.candidates,
         max_steps=completion.max_steps or None,
     )
-    return Plan(context=context, request=request)
+    return Plan(
+        context=context,
+        request=request,
+        min_line_confidence=completion.min_line_confidence_percent / 100,
+        min_mean_confidence=completion.min_mean_confidence_percent / 100,
+    )
 
 
 def shape_of(context: CompletionContext) -> Shape:
@@ -81,12 +88,25 @@ def shape_of(context: CompletionContext) -> Shape:
     )
 
 
+def confident_part(candidate: Candidate, threshold: float) -> str:
+    """The candidate's text up to the first line the model was not sure of."""
+    if threshold <= 0:
+        return candidate.text
+    lines = candidate.text.split("\n")
+    for index, lowest in enumerate(candidate.line_confidence()):
+        if lowest < threshold:
+            return "\n".join(lines[:index])
+    return candidate.text
+
+
 def finish(planned: Plan, result: InfillResult) -> Outcome:
     shape = shape_of(planned.context)
     proposals: list[Proposal] = []
     seen: set[str] = set()
     for candidate in result.candidates:
-        text = postprocess(candidate.text, shape)
+        if candidate.mean_confidence < planned.min_mean_confidence:
+            continue
+        text = postprocess(confident_part(candidate, planned.min_line_confidence), shape)
         if text is None or text in seen:
             continue
         seen.add(text)

@@ -27,6 +27,10 @@ class CompletionOptions:
     max_tokens_multi_line: int = 96
     candidates: int = 1
     max_steps: int = 0  # 0: the model's own default
+    # Ghost text stops before the first line holding a token the model gave less than this
+    # probability; a completion whose mean token probability is lower is not offered at all.
+    min_line_confidence_percent: int = 0
+    min_mean_confidence_percent: int = 0
     # Languages to complete in (LSP language ids); empty means all.
     languages: tuple[str, ...] = ()
 
@@ -114,7 +118,7 @@ def _check(name: str, hint: Any, value: Any) -> Any:
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return None
-        if name == "strength_percent" and value > 100:
+        if name.endswith("_percent") and value > 100:
             return None
         return None if name in _POSITIVE and value == 0 else value
     if hint is str:
