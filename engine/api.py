@@ -74,10 +74,16 @@ class Candidate:
     offsets: tuple[int, ...] = ()
 
     def line_confidence(self) -> list[float]:
-        """The lowest token confidence on each line of `text`."""
+        """The lowest token confidence on each line of `text`.
+
+        A token counts for the line of its first character after any leading line breaks: "\n    "
+        belongs to the line it indents.
+        """
         lowest = [1.0] * (self.text.count("\n") + 1)
         for offset, prob in zip(self.offsets, self.confidence, strict=False):
-            line = self.text.count("\n", 0, offset)
+            while offset < len(self.text) and self.text[offset] == "\n":
+                offset += 1
+            line = min(self.text.count("\n", 0, offset), len(lowest) - 1)
             lowest[line] = min(lowest[line], prob)
         return lowest
 
