@@ -79,12 +79,18 @@ def fit_windows(prefix_ids: list[int], suffix_ids: list[int], budget: int) -> tu
     return prefix_ids[len(prefix_ids) - prefix_keep :], suffix_ids[:suffix_keep]
 
 
-_INSTRUCTION = (
+INSTRUCTION = (
     "You are a code completion engine. Below is a {language} file with one gap marked {mark}. "
     "Reply with exactly the code that belongs at the gap: no explanation, no code fences, "
     "and nothing that already comes before or after the gap.\n\n{prefix}{mark}{suffix}"
 )
 _FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```\s*$", re.DOTALL)
+
+
+def strip_fences(text: str) -> str:
+    """Chat models wrap code in fences even when told not to."""
+    match = _FENCE.match(text.strip("\n"))
+    return match.group(1) if match else text
 
 
 class Gemma4ChatFormat:
@@ -109,12 +115,11 @@ class Gemma4ChatFormat:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def clean(self, text: str) -> str:
-        match = _FENCE.match(text.strip("\n"))
-        return match.group(1) if match else text
+        return strip_fences(text)
 
     def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]:
         prefix_ids, suffix_ids = fit_windows(self.encode(prefix), self.encode(suffix), max_tokens - 96)
-        content = _INSTRUCTION.format(
+        content = INSTRUCTION.format(
             language=language or "source",
             mark=CURSOR_MARK,
             prefix=self.decode(prefix_ids),
