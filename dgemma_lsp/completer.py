@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dgemma_lsp.completion import Outcome, Plan, Proposal, finish, plan
+from dgemma_lsp.completion import Outcome, Plan, Proposal, complete_with_repair, plan
 from dgemma_lsp.context import CompletionContext
 from dgemma_lsp.options import Options
 from dgemma_lsp.scheduler import Scheduler, Superseded
@@ -139,9 +139,8 @@ class Completer:
     def _submit(self, uri: str, planned: Plan, engine: Engine) -> asyncio.Future:
         def work(cancel: threading.Event) -> Outcome:
             began = time.monotonic()
-            return replace(
-                finish(planned, engine.infill(replace(planned.request, cancel=cancel))), began=began
-            )
+            outcome = complete_with_repair(planned, engine, replace(planned.request, cancel=cancel))
+            return replace(outcome, began=began)
 
         return self.scheduler.submit(uri, work)
 

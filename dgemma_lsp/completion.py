@@ -7,13 +7,16 @@ call between them runs on the worker thread. Neither step knows about LSP types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from tree_sitter import Language
 
 from dgemma_lsp.context import CompletionContext, ContextOptions, TokenCounter, build_context
 from dgemma_lsp.options import Options
 from dgemma_lsp.postprocess import Shape, postprocess
+from dgemma_lsp.repair import introduced_errors, repair_request
 from dgemma_lsp.workspace import Snapshot
-from engine import Candidate, InfillRequest, InfillResult
+from engine import Candidate, Engine, InfillRequest, InfillResult, Timings
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class Plan:
     request: InfillRequest
     min_line_confidence: float = 0.0  # cut the text before the first line below this
     min_mean_confidence: float = 0.0  # offer nothing below this
+    grammar: Language | None = None  # for syntax repair; None: no repair
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Outcome:
     proposals: tuple[Proposal, ...]
     result: InfillResult
     began: float = 0.0  # monotonic time the worker started on it
+    repaired: bool = False  # syntax repair replaced the best proposal
 
 
 def context_options(options: Options) -> ContextOptions:
@@ -75,6 +80,7 @@ def plan(
         request=request,
         min_line_confidence=completion.min_line_confidence_percent / 100,
         min_mean_confidence=completion.min_mean_confidence_percent / 100,
+        grammar=snapshot.grammar if completion.syntax_repair else None,
     )
 
 
@@ -114,3 +120,36 @@ def finish(planned: Plan, result: InfillResult) -> Outcome:
             Proposal(text=text, cursor=planned.context.cursor, confidence=candidate.mean_confidence)
         )
     return Outcome(proposals=tuple(proposals), result=result)
+
+
+def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) -> Outcome:
+    """Infill, post-process, and when the best proposal breaks the parse, repair it once (worker thread)."""
+    outcome = finish(planned, engine.infill(request))
+    if planned.grammar is None or not outcome.proposals or not hasattr(engine, "token_spans"):
+        return outcome
+    context, best = planned.context, outcome.proposals[0]
+    spans = introduced_errors(planned.grammar, context.prefix, best.text, context.suffix)
+    if not spans or (request.cancel is not None and request.cancel.is_set()):
+        return outcome
+    fix = repair_request(request, best.text, spans, engine.token_spans(best.text))
+    repaired = finish(planned, engine.infill(fix))
+    if not repaired.proposals:
+        return outcome
+    fixed_text = repaired.proposals[0].text
+    if introduced_errors(planned.grammar, context.prefix, fixed_text, context.suffix):
+        return outcome  # no better: keep the first answer (and its steps)
+    merged = _merged(outcome.result, repaired.result)
+    return Outcome(proposals=(repaired.proposals[0], *outcome.proposals[1:]), result=merged, repaired=True)
+
+
+def _merged(first: InfillResult, second: InfillResult) -> InfillResult:
+    """One result for the request: the repair's text, both passes' steps and time."""
+    steps = first.steps + second.steps
+    timings = Timings(
+        prefill_ms=first.timings.prefill_ms + second.timings.prefill_ms,
+        denoise_ms=first.timings.denoise_ms + second.timings.denoise_ms,
+        total_ms=first.timings.total_ms + second.timings.total_ms,
+        forward_ms=first.timings.forward_ms + second.timings.forward_ms,
+    )
+    tokens = len(second.candidates[0].token_ids) if second.candidates else 0
+    return replace(second, steps=steps, timings=timings, tokens_per_forward=tokens / steps if steps else 0.0)

@@ -31,6 +31,8 @@ class CompletionOptions:
     # probability; a completion whose mean token probability is lower is not offered at all.
     min_line_confidence_percent: int = 0
     min_mean_confidence_percent: int = 0
+    # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
+    syntax_repair: bool = True
     # Languages to complete in (LSP language ids); empty means all.
     languages: tuple[str, ...] = ()
 

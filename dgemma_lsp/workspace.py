@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tree_sitter import Tree
+from tree_sitter import Language, Tree
 
 from dgemma_lsp.context import WindowAnchor
 from dgemma_lsp.documents import ContentChange, Document, DocumentStore
@@ -27,6 +27,7 @@ class Snapshot:
     spec: LanguageSpec | None
     tree: Tree | None
     anchor: WindowAnchor | None
+    grammar: Language | None = None
 
 
 class OpenFiles:
@@ -76,4 +77,5 @@ class OpenFiles:
             spec=self.registry.spec(document.language_id),
             tree=tree.tree if tree is not None else None,
             anchor=self.anchors.get(uri),
+            grammar=self.registry.grammar(document.language_id) if tree is not None else None,
         )

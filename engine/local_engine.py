@@ -56,6 +56,10 @@ class LocalEngine:
     def count_tokens(self, text: str) -> int:
         return len(self.format.encode(text))
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where each token of `text` lies, as a seed canvas would hold it (for targeted renoising)."""
+        return self.format.token_spans(text)
+
     def close(self) -> None:
         self.prompt_cache.reset()
 

@@ -33,6 +33,8 @@ class PromptFormat(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
+    def token_spans(self, text: str) -> list[tuple[int, int]]: ...
+
     def decode(self, ids: list[int]) -> str: ...
 
     def clean(self, text: str) -> str: ...
@@ -50,6 +52,10 @@ class FimFormat:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) characters of each token of `encode(text)`."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False).offsets)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -110,6 +116,10 @@ class Gemma4ChatFormat:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [tuple(span) for span in encoded["offset_mapping"]]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -1,0 +1,73 @@
+"""Syntax-guided repair: a completion that breaks the parse gets its broken tokens denoised again.
+
+After denoising, prefix + completion + suffix is parsed with tree-sitter. Where the completion adds
+ERROR or MISSING nodes the code around it did not have, only the canvas tokens under those nodes
+are renoised (the rest stay fixed, prefix and suffix are never touched) and a few more steps run
+inside the deadline. Only a diffusion model can do this: it revises tokens in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tree_sitter import Language, Node, Parser
+
+from engine import InfillRequest
+
+REPAIR_STEPS = 6
+
+
+def error_spans(parser: Parser, text: str) -> list[tuple[int, int]]:
+    """Character spans of ERROR and MISSING nodes (a MISSING node is empty: it marks where one is needed)."""
+    data = text.encode("utf-8")
+    tree = parser.parse(data)
+    spans: list[tuple[int, int]] = []
+    if not tree.root_node.has_error:
+        return spans
+    stack: list[Node] = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            spans.append((node.start_byte, node.end_byte))
+            continue
+        if node.has_error:
+            stack.extend(node.children)
+    return [
+        (len(data[:a].decode("utf-8", "replace")), len(data[:b].decode("utf-8", "replace"))) for a, b in spans
+    ]
+
+
+def introduced_errors(grammar: Language, prefix: str, middle: str, suffix: str) -> list[tuple[int, int]]:
+    """Spans, in `middle`'s characters, of parse errors the middle brings in; empty if it brings none."""
+    parser = Parser(grammar)
+    before = len(error_spans(parser, prefix + suffix))
+    after = error_spans(parser, prefix + middle + suffix)
+    if len(after) <= before:
+        return []
+    start, end = len(prefix), len(prefix) + len(middle)
+    spans = []
+    for a, b in after:
+        if b < start or a > end + 1:
+            continue  # an error outside the completion (the windows cut code off)
+        # A MISSING node right after the middle means the middle should have written it: its last token.
+        a, b = max(a, start), min(max(b, a + 1), end)
+        spans.append((max(0, min(a, end - 1) - start), b - start))
+    if not spans and len(after) > before:
+        spans.append((max(0, len(middle) - 1), len(middle)))  # the break shows later: revisit the end
+    return spans
+
+
+def repair_request(
+    request: InfillRequest, middle: str, spans: list[tuple[int, int]], token_spans: list[tuple[int, int]]
+) -> InfillRequest:
+    """Keep every token of `middle` outside `spans` fixed; renoise the ones under them (and the slack)."""
+    broken = [i for i, (a, b) in enumerate(token_spans) if any(a < y and x < b for x, y in spans)]
+    fixed = tuple(i for i in range(len(token_spans)) if i not in set(broken))
+    return replace(
+        request,
+        seed_canvas=middle,
+        fixed_positions=fixed,
+        seed_noise=1.0,
+        max_steps=REPAIR_STEPS,
+        n_candidates=1,
+    )

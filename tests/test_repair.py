@@ -1,0 +1,75 @@
+"""Syntax-guided repair: finding the errors a completion brings in, and re-denoising only those tokens."""
+
+from __future__ import annotations
+
+from dgemma_lsp.completion import complete_with_repair, plan
+from dgemma_lsp.languages import LanguageRegistry
+from dgemma_lsp.options import CompletionOptions, Options
+from dgemma_lsp.repair import introduced_errors, repair_request
+from dgemma_lsp.workspace import OpenFiles
+from engine import InfillRequest
+
+PYTHON = LanguageRegistry().grammar("python")
+PREFIX = "def f(x):\n    return (x"
+SUFFIX = ")\n\nprint(f(1))\n"
+
+
+def test_a_completion_that_keeps_the_parse_has_no_introduced_errors():
+    assert introduced_errors(PYTHON, PREFIX, " + 1", SUFFIX) == []
+
+
+def test_an_extra_bracket_is_an_introduced_error_inside_the_completion():
+    spans = introduced_errors(PYTHON, PREFIX, " + 1))", SUFFIX)
+    assert spans and all(0 <= a < b <= len(" + 1))") for a, b in spans)
+
+
+def test_errors_the_code_already_had_do_not_count():
+    broken_prefix = "def f(x:\n    return (x"  # the file was broken before the completion
+    assert introduced_errors(PYTHON, broken_prefix, " + 1", SUFFIX) == []
+
+
+def test_the_repair_request_fixes_every_token_outside_the_broken_spans():
+    request = InfillRequest(prefix=PREFIX, suffix=SUFFIX, language="python")
+    middle = " + 1))"
+    token_spans = [(0, 2), (2, 4), (4, 5), (5, 6)]  # " +", " 1", ")", ")"
+    fix = repair_request(request, middle, [(4, 6)], token_spans)
+    assert fix.prefix == PREFIX and fix.suffix == SUFFIX  # never touched
+    assert fix.seed_canvas == middle and fix.fixed_positions == (0, 1)
+    assert fix.seed_noise == 1.0 and fix.max_steps is not None
+
+
+class RecordingEngine:
+    """The real tiny engine, recording every request it is given."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.requests = engine, []
+
+    def infill(self, request):
+        self.requests.append(request)
+        return self.engine.infill(request)
+
+    def token_spans(self, text):
+        return self.engine.token_spans(text)
+
+    def count_tokens(self, text):
+        return self.engine.count_tokens(text)
+
+
+def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
+    files = OpenFiles(LanguageRegistry(), "utf-16")
+    text = "def mean(values):\n    total = sum(values)\n    return total / len(values)\n"
+    files.open("file:///m.py", "python", 1, text)
+    cursor = text.index("sum(values)") + len("sum(values)")  # the file parses with nothing added here
+    options = Options(completion=CompletionOptions(latency_budget_ms=0, max_steps=4))
+    planned = plan(files.snapshot("file:///m.py"), cursor, options, tiny_engine.count_tokens, 0.0)
+    recording = RecordingEngine(tiny_engine)
+    outcome = complete_with_repair(planned, recording, planned.request)
+    # The random tiny model writes noise; noise breaks Python's parse, so a repair pass ran.
+    assert len(recording.requests) == 2
+    first, fix = recording.requests
+    assert (fix.prefix, fix.suffix) == (first.prefix, first.suffix)
+    assert fix.fixed_positions and fix.seed_canvas
+    seed_ids = tiny_engine.format.encode(fix.seed_canvas)
+    if outcome.repaired:
+        repaired_ids = tiny_engine.format.encode(outcome.proposals[0].text)
+        assert all(repaired_ids[p] == seed_ids[p] for p in fix.fixed_positions if p < len(repaired_ids))
