@@ -66,7 +66,10 @@ def require_pynvim() -> None:
 
 
 def find_server() -> Path:
-    """The `dgemma-lsp` console script of this Python environment."""
+    """The `dgemma-lsp` console script of this Python environment ($DGEMMA_LSP_COMMAND overrides it)."""
+    override = os.environ.get("DGEMMA_LSP_COMMAND")
+    if override:
+        return Path(override)
     candidate = Path(sys.executable).parent / "dgemma-lsp"
     if candidate.is_file():
         return candidate

@@ -1,0 +1,75 @@
+---@brief :checkhealth dgemma
+
+local M = {}
+
+function M.check()
+  local health = vim.health
+  health.start("dgemma: Neovim")
+  local v = vim.version()
+  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
+  if vim.fn.has("nvim-0.10") ~= 1 then
+    health.error("Neovim " .. version .. " is too old: 0.10 or newer is needed")
+    return
+  end
+  health.ok("Neovim " .. version)
+  local dgemma = require("dgemma")
+  local config = dgemma.config
+  if not config then
+    health.warn('setup() was not called', { 'Add require("dgemma").setup({}) to your config' })
+    return
+  end
+  local backend = require("dgemma.config").backend(config)
+  if backend == "builtin" then
+    health.ok("ghost text: vim.lsp.inline_completion (built in)")
+  else
+    health.ok("ghost text: drawn by dgemma with extmarks" .. (vim.lsp.inline_completion and " (by choice)" or ""))
+  end
+  health.info("server and ghost-text management: " .. (vim.lsp.config and "vim.lsp.config + vim.lsp.enable" or "vim.lsp.start on FileType"))
+
+  health.start("dgemma: server")
+  local cmd = config.cmd[1]
+  local path = vim.fn.exepath(cmd)
+  if path == "" then
+    health.error(("the server command %q was not found"):format(cmd), {
+      "pip install dgemma-lsp (or pip install -e . in a checkout), in a virtualenv",
+      "then put its bin folder on PATH, or set cmd = { '/path/to/.venv/bin/dgemma-lsp', '--stdio' } in setup()",
+    })
+  else
+    health.ok("server command: " .. path .. " " .. table.concat(vim.list_slice(config.cmd, 2), " "))
+  end
+  local client = require("dgemma.lsp").client()
+  if not client then
+    health.info("no dgemma client is running (it starts when a file is opened)")
+  else
+    health.ok(("client %d running, position encoding %s"):format(client.id, client.offset_encoding))
+    local caps = client.server_capabilities or {}
+    if caps.inlineCompletionProvider then
+      health.ok("the server offers inline completion")
+    else
+      health.error("the server does not advertise inlineCompletionProvider")
+    end
+    health.info("block rewrite: " .. (caps.codeActionProvider and "offered" or "not offered by this server"))
+    local status = dgemma.status()
+    if status == nil then
+      health.info("no dgemma/status from the server yet")
+    elseif status.state == "ready" then
+      health.ok(("model %s on %s"):format(status.model or "?", status.device or "?"))
+    elseif status.state == "failed" then
+      health.error(("model %s failed to load: %s"):format(status.model or "?", status.error or "?"), {
+        "Set server = { model = ... } in setup() to a checkpoint folder, a cached Hugging Face id or a URL",
+      })
+    else
+      health.info("model: " .. status.state)
+    end
+  end
+
+  health.start("dgemma: keys")
+  for name, lhs in pairs(config.keys) do
+    if lhs then
+      health.info(("%s: %s"):format(name, lhs))
+    end
+  end
+  health.info("log file: " .. require("dgemma.log").path())
+end
+
+return M

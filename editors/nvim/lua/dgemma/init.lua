@@ -1,0 +1,269 @@
+---@brief dgemma: inline completions, block rewrites and next edits from dgemma-lsp (DiffusionGemma).
+---
+--- require("dgemma").setup({ ... })   -- see :help dgemma-config for the options and their defaults
+
+local config_mod = require("dgemma.config")
+local inline = require("dgemma.inline")
+local log = require("dgemma.log")
+local lsp = require("dgemma.lsp")
+local preview = require("dgemma.preview")
+
+local M = {}
+
+---@type dgemma.Config|nil
+M.config = nil
+
+local augroup = vim.api.nvim_create_augroup("dgemma", { clear = true })
+
+local function highlights()
+  local set = function(name, link)
+    vim.api.nvim_set_hl(0, name, { link = link, default = true })
+  end
+  set("DgemmaSuggestion", vim.fn.hlexists("ComplHint") == 1 and "ComplHint" or "Comment")
+  set("DgemmaSuggestionInfo", "NonText")
+  set("DgemmaEditAdd", "DiffAdd")
+  set("DgemmaEditHint", "Comment")
+  -- The replaced text: DiffDelete's colours, struck through.
+  local delete = vim.api.nvim_get_hl(0, { name = "DiffDelete", link = false })
+  vim.api.nvim_set_hl(0, "DgemmaEditDelete", { default = true, fg = delete.fg, bg = delete.bg, strikethrough = true })
+end
+
+---Insert-mode key: does `action` when a suggestion is shown, else types the key itself (so <Tab>
+---still indents when there is nothing to accept).
+local function smart_key(lhs, action, desc, bufnr)
+  if not lhs then
+    return
+  end
+  vim.keymap.set("i", lhs, function()
+    if not action() then
+      vim.api.nvim_feedkeys(vim.keycode(lhs), "n", false)
+    end
+  end, { buffer = bufnr, desc = desc, silent = true })
+end
+
+local function attach(bufnr)
+  local config = assert(M.config)
+  inline.attach(bufnr, config)
+  if vim.b[bufnr].dgemma_disabled or not config.inline.enabled then
+    inline.set_enabled(bufnr, false)
+  end
+  local keys = config.keys
+  smart_key(keys.accept, function() return inline.accept(bufnr, "all") end, "dgemma: accept suggestion", bufnr)
+  smart_key(keys.accept_word, function() return inline.accept(bufnr, "word") end, "dgemma: accept word", bufnr)
+  smart_key(keys.accept_line, function() return inline.accept(bufnr, "line") end, "dgemma: accept line", bufnr)
+  smart_key(keys.dismiss, function() return inline.dismiss(bufnr) end, "dgemma: dismiss suggestion", bufnr)
+  smart_key(keys.next, function() return inline.cycle(bufnr, 1) end, "dgemma: next candidate", bufnr)
+  smart_key(keys.prev, function() return inline.cycle(bufnr, -1) end, "dgemma: previous candidate", bufnr)
+  if config.next_edit.auto then
+    vim.api.nvim_create_autocmd("InsertLeave", {
+      group = augroup,
+      buffer = bufnr,
+      callback = function()
+        vim.defer_fn(function()
+          if vim.api.nvim_buf_is_valid(bufnr) and vim.api.nvim_get_mode().mode == "n" then
+            preview.next_edit(bufnr, false)
+          end
+        end, config.next_edit.debounce_ms)
+      end,
+    })
+  end
+  log.info(("attached to buffer %d (%s ghost text)"):format(bufnr, inline.backend))
+end
+
+---@param opts dgemma.Config|table|nil
+function M.setup(opts)
+  local ok, config = pcall(config_mod.resolve, opts)
+  if not ok then
+    vim.notify("dgemma: bad setup() options: " .. tostring(config), vim.log.levels.ERROR)
+    return
+  end
+  if vim.fn.has("nvim-0.10") ~= 1 then
+    vim.notify("dgemma: Neovim 0.10 or newer is needed", vim.log.levels.ERROR)
+    return
+  end
+  M.config = config
+  log.level, log.file = config.log.level, config.log.file
+  highlights()
+  inline.setup(config)
+  preview.setup(config)
+  vim.api.nvim_clear_autocmds({ group = augroup })
+  vim.api.nvim_create_autocmd("ColorScheme", { group = augroup, callback = highlights })
+  vim.api.nvim_create_autocmd("LspAttach", {
+    group = augroup,
+    callback = function(event)
+      local client = vim.lsp.get_client_by_id(event.data.client_id)
+      if client and client.name == lsp.name then
+        attach(event.buf)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("LspDetach", {
+    group = augroup,
+    callback = function(event)
+      local client = vim.lsp.get_client_by_id(event.data.client_id)
+      if client and client.name == lsp.name then
+        inline.detach(event.buf)
+        preview.clear(event.buf, "detached")
+      end
+    end,
+  })
+  lsp.setup(config)
+end
+
+local function need_setup()
+  if not M.config then
+    vim.notify('dgemma: call require("dgemma").setup() first', vim.log.levels.WARN)
+    return false
+  end
+  return true
+end
+
+---Whether a suggestion is shown in the buffer (for your own <Tab> mapping, say).
+function M.visible(bufnr)
+  return inline.visible(bufnr or vim.api.nvim_get_current_buf())
+end
+
+function M.accept() return inline.accept(vim.api.nvim_get_current_buf(), "all") end
+function M.accept_word() return inline.accept(vim.api.nvim_get_current_buf(), "word") end
+function M.accept_line() return inline.accept(vim.api.nvim_get_current_buf(), "line") end
+function M.dismiss() return inline.dismiss(vim.api.nvim_get_current_buf()) end
+function M.next() return inline.cycle(vim.api.nvim_get_current_buf(), 1) end
+function M.prev() return inline.cycle(vim.api.nvim_get_current_buf(), -1) end
+
+---Turns inline completions on or off (all buffers); nil flips.
+---@param enabled boolean|nil
+function M.toggle(enabled)
+  if not need_setup() then
+    return
+  end
+  local config = assert(M.config)
+  if enabled == nil then
+    enabled = not config.inline.enabled
+  end
+  config.inline.enabled = enabled
+  local client = lsp.client()
+  for bufnr in pairs(client and client.attached_buffers or {}) do
+    inline.set_enabled(bufnr, enabled)
+  end
+  vim.api.nvim_echo({ { "dgemma: inline completions " .. (enabled and "on" or "off") } }, false, {})
+  pcall(vim.cmd.redrawstatus)
+end
+
+---Block rewrite at the cursor, or over lines `line1`..`line2`.
+function M.rewrite(line1, line2)
+  if need_setup() then
+    preview.rewrite(vim.api.nvim_get_current_buf(), line1 and { line1, line2 } or nil)
+  end
+end
+
+function M.next_edit()
+  if need_setup() then
+    preview.next_edit(vim.api.nvim_get_current_buf(), true)
+  end
+end
+
+function M.accept_edit() return preview.accept(vim.api.nvim_get_current_buf()) end
+function M.reject_edit() return preview.reject(vim.api.nvim_get_current_buf()) end
+
+function M.restart()
+  if need_setup() then
+    lsp.restart(assert(M.config))
+  end
+end
+
+---Sends new server options (merged over the current ones) without a restart.
+---@param server table
+function M.configure(server)
+  if not need_setup() then
+    return
+  end
+  local config = assert(M.config)
+  config.server = vim.tbl_deep_extend("force", config.server, server or {})
+  for _, client in ipairs((vim.lsp.get_clients or vim.lsp.get_active_clients)({ name = lsp.name })) do
+    lsp.notify(client, "workspace/didChangeConfiguration", { settings = { dgemma = config.server } })
+  end
+end
+
+---A statusline component: "dgemma: <model> <device> <latency>", "dgemma: loading", "" without a server.
+---@return string
+function M.statusline()
+  local status = lsp.status
+  if not lsp.client() then
+    return ""
+  end
+  if M.config and not M.config.inline.enabled then
+    return "dgemma: off"
+  end
+  if not status or status.state == "none" then
+    return "dgemma: starting"
+  end
+  local model = status.model and vim.fn.fnamemodify(status.model, ":t") or "model"
+  if model == "" then
+    model = status.model or "model"
+  end
+  if status.state == "loading" then
+    return "dgemma: loading " .. model
+  end
+  if status.state == "failed" then
+    return "dgemma: " .. model .. " failed"
+  end
+  local parts = { "dgemma:", model }
+  if status.device then
+    parts[#parts + 1] = status.device
+  end
+  if status.lastLatencyMs then
+    parts[#parts + 1] = ("%dms"):format(math.floor(status.lastLatencyMs + 0.5))
+  end
+  return table.concat(parts, " ")
+end
+
+---The `dgemma/status` of the server, or nil before the first.
+---@return dgemma.Status|nil
+function M.status()
+  return lsp.status
+end
+
+function M.open_log()
+  vim.cmd.split(vim.fn.fnameescape(log.path()))
+end
+
+M.actions = {
+  toggle = function() M.toggle() end,
+  enable = function() M.toggle(true) end,
+  disable = function() M.toggle(false) end,
+  restart = M.restart,
+  status = function()
+    local line = M.statusline()
+    vim.api.nvim_echo({ { line ~= "" and line or "dgemma: not running in this buffer" } }, false, {})
+  end,
+  log = M.open_log,
+  rewrite = function(cmd)
+    if cmd.range > 0 then
+      M.rewrite(cmd.line1, cmd.line2)
+    else
+      M.rewrite()
+    end
+  end,
+  next_edit = M.next_edit,
+  accept_edit = M.accept_edit,
+  reject_edit = M.reject_edit,
+  accept = M.accept,
+  accept_word = M.accept_word,
+  accept_line = M.accept_line,
+  dismiss = M.dismiss,
+  next = M.next,
+  prev = M.prev,
+}
+
+---The :Dgemma command.
+function M.command(cmd)
+  local name = cmd.fargs[1] or "status"
+  local action = M.actions[name]
+  if not action then
+    vim.notify("dgemma: unknown action " .. name .. "; try :Dgemma <Tab>", vim.log.levels.ERROR)
+    return
+  end
+  action(cmd)
+end
+
+return M
