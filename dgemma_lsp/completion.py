@@ -74,6 +74,7 @@ def plan(
         deadline=started + budget / 1000.0 if budget else None,
         n_candidates=completion.candidates,
         max_steps=completion.max_steps or None,
+        anchor=suffix_anchor(context) if completion.anchor_suffix else "",
     )
     return Plan(
         context=context,
@@ -82,6 +83,17 @@ def plan(
         min_mean_confidence=completion.min_mean_confidence_percent / 100,
         grammar=snapshot.grammar if completion.syntax_repair else None,
     )
+
+
+MAX_ANCHOR_CHARS = 24
+
+
+def suffix_anchor(context: CompletionContext) -> str:
+    """The rest of the line, fixed at the end of the canvas, when a single-line completion must join it."""
+    rest = context.line_suffix
+    if context.mode != "single_line" or not rest.strip() or len(rest) > MAX_ANCHOR_CHARS:
+        return ""
+    return rest
 
 
 def shape_of(context: CompletionContext) -> Shape:

@@ -33,6 +33,8 @@ class CompletionOptions:
     min_mean_confidence_percent: int = 0
     # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
     syntax_repair: bool = True
+    # Fix the rest of the line at the end of the canvas, so a single-line completion joins it.
+    anchor_suffix: bool = True
     # Languages to complete in (LSP language ids); empty means all.
     languages: tuple[str, ...] = ()
 

@@ -169,6 +169,12 @@ BENCHMARKS: dict[str, Benchmark] = {
             _humaneval("HumanEval-MultiLineInfilling.jsonl.gz", single_line=False),
             "HumanEval multi-line infilling, pass@1",
         ),
+        Benchmark(
+            "humaneval-random",
+            "whitespace",
+            _humaneval("HumanEval-RandomSpanInfillingLight.jsonl.gz", single_line=False),
+            "HumanEval random-span infilling (light), pass@1: spans often end mid-line",
+        ),
         Benchmark("safim-block", "whitespace", safim_block, "SAFIM block completion, Python rows, pass@1"),
         Benchmark("cody", "whitespace", cody, "Cody's editor-style HumanEval cursors, pass@1"),
     )

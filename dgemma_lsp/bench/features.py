@@ -1,0 +1,162 @@
+"""`python -m dgemma_lsp.bench.features`: the figures behind the diffusion-only features.
+
+Each measure runs the server's own pipeline (context windows, engine request, post-processing) on
+benchmark files from ../shared/benchmarks, with the feature on and off, in one run:
+- anchoring: how often a single-line completion repeats the start of the rest of its line;
+- repair: the share of completions that leave a parseable file parseable;
+- confidence: exact match and the share of completions offered, by confidence threshold;
+- typing: denoising steps when the user types into a shown completion, seeded with its rest or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tree_sitter import Parser
+
+from dgemma_lsp.completion import complete_with_repair, finish, plan, shape_of
+from dgemma_lsp.languages import LanguageRegistry
+from dgemma_lsp.options import CompletionOptions, Options
+from dgemma_lsp.postprocess import cut_suffix_repeat
+from dgemma_lsp.workspace import OpenFiles
+from engine import Engine, load_engine
+from engine.eval.benchmarks import Item, load_items
+from engine.eval.metrics import exact_match
+
+THRESHOLDS = (0, 10, 20, 30, 40, 50, 60)
+
+
+def _plan(engine: Engine, item: Item, **completion):
+    files = OpenFiles(LanguageRegistry(), "utf-32")
+    uri = f"file:///bench/{item.id.replace('/', '_')}"
+    files.open(uri, item.language, 1, item.prefix + item.suffix)
+    options = Options(completion=CompletionOptions(latency_budget_ms=0, **completion))
+    return plan(files.snapshot(uri), len(item.prefix), options, engine.count_tokens, time.monotonic())
+
+
+def anchoring(engine: Engine, items: list[Item]) -> dict:
+    rows = {"plain": [0, 0, 0], "anchored": [0, 0, 0]}  # duplicated, exact, n
+    for item in items:
+        base = _plan(engine, item, anchor_suffix=True)
+        if not base.request.anchor:
+            continue  # nothing after the cursor on its line: no anchor to place
+        for name, request in (("plain", replace(base.request, anchor="")), ("anchored", base.request)):
+            raw = engine.infill(request).text.split("\n", 1)[0]
+            shape = shape_of(base.context)
+            rows[name][0] += cut_suffix_repeat(raw, shape) != raw
+            rows[name][1] += exact_match(raw, item.middle.split("\n", 1)[0], "whitespace")
+            rows[name][2] += 1
+    return {
+        name: {"n": n, "duplicates_suffix": dup / n if n else None, "exact_first_line": ex / n if n else None}
+        for name, (dup, ex, n) in rows.items()
+    }
+
+
+def parses(parser: Parser, text: str) -> bool:
+    return not parser.parse(text.encode("utf-8")).root_node.has_error
+
+
+def repair(engine: Engine, items: list[Item]) -> dict:
+    parser = Parser(LanguageRegistry().grammar("python"))
+    counts = {"without_repair": 0, "with_repair": 0, "n": 0, "repaired": 0}
+    for item in items:
+        if not parses(parser, item.prefix + item.middle + item.suffix):
+            continue  # the reference file itself does not parse: nothing to preserve
+        counts["n"] += 1
+        plain = _plan(engine, item, syntax_repair=False)
+        outcome = finish(plain, engine.infill(plain.request))
+        text = outcome.proposals[0].text if outcome.proposals else ""
+        counts["without_repair"] += parses(parser, item.prefix + text + item.suffix)
+        fixed = _plan(engine, item, syntax_repair=True)
+        repaired = complete_with_repair(fixed, engine, fixed.request)
+        text = repaired.proposals[0].text if repaired.proposals else ""
+        counts["with_repair"] += parses(parser, item.prefix + text + item.suffix)
+        counts["repaired"] += repaired.repaired
+    n = counts["n"]
+    return {**counts, "rate_without": counts["without_repair"] / n if n else None,
+            "rate_with": counts["with_repair"] / n if n else None}  # fmt: skip
+
+
+def confidence(engine: Engine, items: list[Item]) -> dict:
+    rows = []
+    for item in items:
+        planned = _plan(engine, item)
+        result = engine.infill(planned.request)
+        best = result.candidates[0] if result.candidates else None
+        outcome = finish(planned, result)
+        text = outcome.proposals[0].text if outcome.proposals else ""
+        rows.append((best.mean_confidence if best else 0.0, exact_match(text, item.middle, "stripped-line")))
+    table = []
+    for threshold in THRESHOLDS:
+        offered = [exact for mean, exact in rows if mean * 100 >= threshold]
+        table.append({
+            "min_mean_confidence_percent": threshold,
+            "offered_share": len(offered) / len(rows) if rows else None,
+            "exact_among_offered": sum(offered) / len(offered) if offered else None,
+            "exact_overall": sum(offered) / len(rows) if rows else None,
+        })  # fmt: skip
+    return {"n": len(rows), "by_threshold": table}
+
+
+def typing(engine: Engine, items: list[Item], typed: int = 2) -> dict:
+    fresh_steps, seeded_steps, n = 0, 0, 0
+    for item in items:
+        planned = _plan(engine, item)
+        shown = finish(planned, engine.infill(planned.request)).proposals
+        if not shown or len(shown[0].text) <= typed + 1:
+            continue
+        text = shown[0].text
+        typed_item = replace(item, prefix=item.prefix + text[:typed])
+        request = _plan(engine, typed_item).request
+        fresh_steps += engine.infill(request).steps
+        seeded_steps += engine.infill(replace(request, seed_canvas=text[typed:])).steps
+        n += 1
+    return {
+        "n": n,
+        "steps_fresh": fresh_steps / n if n else None,
+        "steps_seeded": seeded_steps / n if n else None,
+        "steps_saved": 1 - seeded_steps / fresh_steps if fresh_steps else None,
+    }
+
+
+MEASURES = {
+    "anchoring": (anchoring, ("humaneval-random",)),
+    "repair": (repair, ("humaneval-multi", "safim-block")),
+    "confidence": (confidence, ("santacoder-fim",)),
+    "typing": (typing, ("santacoder-fim",)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dgemma_lsp.bench.features", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("measure", choices=[*MEASURES, "all"])
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--limit", type=int, default=50, help="rows per benchmark")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    engine = load_engine(args.model, device="cpu", threads=args.threads or None)
+    names = list(MEASURES) if args.measure == "all" else [args.measure]
+    figures = {"model": args.model, "limit": args.limit}
+    for name in names:
+        measure, benchmarks = MEASURES[name]
+        if name == "anchoring":  # only spans that end mid-line have a rest of the line to anchor
+            items = [i for i in load_items(benchmarks[0]) if i.suffix.split("\n", 1)[0].strip()][: args.limit]
+        else:
+            items = [item for bench in benchmarks for item in load_items(bench, args.limit)]
+        started = time.monotonic()
+        figures[name] = measure(engine, items) | {"seconds": round(time.monotonic() - started, 1)}
+        print(name, json.dumps(figures[name], indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
