@@ -180,7 +180,9 @@ class ExampleMaker:
         # The autoregressive loss reads at most two canvases on; EOS only where the middle really ends.
         rest = middle[written : written + 2 * canvas]
         ends = written + 2 * canvas >= len(middle) and len(middle) <= canvas * MAX_CANVASES
-        return Example(prompt=prompt + middle[:written], target=target, middle_rest=rest + [eos] if ends else rest)
+        return Example(
+            prompt=prompt + middle[:written], target=target, middle_rest=rest + [eos] if ends else rest
+        )
 
 
 def examples(
