@@ -32,6 +32,7 @@ from transformers import DynamicCache
 from engine.checkpoint import new_model, save_checkpoint
 from engine.model_configs import ModelShape, shape_by_name
 from engine.prompts import FimFormat
+from engine.sampler import SamplerSettings
 from engine.tokenizer import load_tokenizer, train_tokenizer
 from engine.training_data import Example, examples, load_documents
 
@@ -311,12 +312,18 @@ def export(args: argparse.Namespace) -> None:
     weights = load_file(run.state / ("model.safetensors" if args.raw else "ema.safetensors"))
     model.load_state_dict(weights, strict=False)
     model.tie_weights()
-    save_checkpoint(model.eval(), tokenizer, Path(args.out))
+    dtype = {"bf16": torch.bfloat16, "fp32": None}[args.dtype]
+    save_checkpoint(model.eval(), tokenizer, Path(args.out), settings=shipped_sampler_settings(), dtype=dtype)
     progress = json.loads((run.state / "progress.json").read_text())
     (Path(args.out) / "training.json").write_text(
         json.dumps({k: v for k, v in progress.items() if k != "adam_steps"} | {"config": cfg}, indent=1)
     )
     logger.info("exported step %d to %s", progress["step"], args.out)
+
+
+def shipped_sampler_settings() -> SamplerSettings:
+    """Sampler defaults written into an exported model's generation config: few steps for CPU latency."""
+    return SamplerSettings(max_steps=8, entropy_bound=0.1, t_max=0.6, t_min=0.2)
 
 
 def make_tokenizer(args: argparse.Namespace) -> None:
@@ -361,6 +368,7 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--run", required=True)
     ex.add_argument("--out", required=True)
     ex.add_argument("--raw", action="store_true", help="export the raw weights instead of the EMA")
+    ex.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="weights on disk")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.command == "tokenizer":
