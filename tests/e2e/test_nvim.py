@@ -246,3 +246,34 @@ def apply_edits(text: str, edits: list[dict]) -> str:
         start, end = offset(edit["range"]["start"]), offset(edit["range"]["end"])
         raw = raw[:start] + edit["newText"].encode() + raw[end:]
     return raw.decode()
+
+
+def test_next_edit_preview_and_accept(editor: Editor, server_features):
+    requires(server_features, "next_edit")
+    ed = editor
+    before = list(ed.nvim.current.buffer)
+    ed.nvim.command(f"{LINE + 1}")
+    ed.nvim.command("Dgemma next_edit")
+    pending = ed.wait("the next-edit preview", lambda: ed.lua("return require('dgemma.preview').get(0)"), timeout=60)
+    assert pending["kind"] == "next_edit" and len(pending["edits"]) == 1
+    assert list(ed.nvim.current.buffer) == before, "the preview changed the buffer"
+    expected = apply_edits("\n".join(before), pending["edits"])
+    ed.nvim.input("<Tab>")
+    ed.wait("the accepted edit", lambda: list(ed.nvim.current.buffer) != before)
+    assert "\n".join(ed.nvim.current.buffer) == expected
+
+
+def test_rejected_rewrite_leaves_the_buffer(editor: Editor, server_features):
+    requires(server_features, "rewrite")
+    ed = editor
+    before = list(ed.nvim.current.buffer)
+    ed.nvim.command(f"{LINE - 1}")
+    ed.nvim.command("Dgemma rewrite")
+    ed.wait("the rewrite preview", lambda: ed.lua("return require('dgemma.preview').get(0)"), timeout=60)
+    ed.nvim.input("<Esc>")
+    ed.wait("the preview to go", lambda: ed.lua("return require('dgemma.preview').get(0)") is None, timeout=10)
+    assert list(ed.nvim.current.buffer) == before
+    marks = ed.lua(
+        "return vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_get_namespaces()['dgemma.preview'], 0, -1, {})"
+    )
+    assert marks == []

@@ -254,3 +254,30 @@ def test_rewrite_block_shows_a_diff_and_changes_the_file_only_on_accept(
         ],
     )
     assert (workspace / FIXTURE).read_text() != before, "accepting the rewrite did not change the file"
+
+
+def test_next_edit_is_shown_and_applied_only_on_tab(code_server, workspace, artifacts, server_features):
+    requires(server_features, "next_edit")
+    before = (workspace / FIXTURE).read_text()
+    seen = drive(
+        code_server,
+        workspace,
+        artifacts,
+        "vscode-next-edit",
+        [
+            {"do": "command", "title": "DGemma: Suggest Next Edit"},
+            {"do": "statusItem", "text": "DGemma next edit", "timeout": 60000},
+            {"do": "screenshot", "name": "vscode-next-edit"},
+            {"do": "save"},
+            {"do": "press", "key": "Tab"},
+            {"do": "noStatusItem", "text": "DGemma next edit"},
+            {"do": "save"},
+        ],
+    )
+    assert "Tab accepts" in seen["statusItem"]
+    saves = [step for step in seen["steps"] if step["step"] == "saved"]
+    assert len(saves) == 2
+    after = (workspace / FIXTURE).read_text()
+    assert after != before, "Tab did not apply the next edit"
+    # Only the suggested region changed: the lines before the cursor are as they were.
+    assert after.split("\n")[: LINE - 1] == before.split("\n")[: LINE - 1]

@@ -177,6 +177,17 @@ async function runStep(page, step) {
       seen.status = await waitForStatus(page, step.pattern, step.timeout ?? 30000);
       note("status", { text: seen.status });
       return;
+    case "statusItem": {
+      const item = page.locator(".statusbar-item", { hasText: step.text }).first();
+      await item.waitFor({ state: "visible", timeout: step.timeout ?? 30000 });
+      seen.statusItem = (await item.innerText()).trim();
+      note("status item", { text: seen.statusItem });
+      return;
+    }
+    case "noStatusItem":
+      await page.locator(".statusbar-item", { hasText: step.text }).first().waitFor({ state: "hidden", timeout: 15000 });
+      note("status item gone", { text: step.text });
+      return;
     case "wait":
       await page.waitForTimeout(step.ms);
       return;

@@ -23,6 +23,7 @@ interface Pending {
  */
 export class EditPreview implements vscode.Disposable, vscode.TextDocumentContentProvider {
   private pending: Pending | undefined;
+  private message: vscode.Disposable | undefined;
   private counter = 0;
   private readonly contents = new Map<string, string>();
   private readonly changed = new vscode.EventEmitter<vscode.Uri>();
@@ -117,6 +118,7 @@ export class EditPreview implements vscode.Disposable, vscode.TextDocumentConten
       },
     ]);
     editor.revealRange(edit.range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    this.message = vscode.window.setStatusBarMessage("$(arrow-right) DGemma next edit: Tab accepts, Escape rejects");
     await this.setContext(true, true);
   }
 
@@ -167,6 +169,8 @@ export class EditPreview implements vscode.Disposable, vscode.TextDocumentConten
   }
 
   private async finish(pending: Pending): Promise<void> {
+    this.message?.dispose();
+    this.message = undefined;
     await this.setContext(false, false);
     for (const editor of vscode.window.visibleTextEditors) {
       if (editor.document.uri.toString() === pending.uri.toString()) {
