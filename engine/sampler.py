@@ -32,7 +32,6 @@ class SamplerSettings:
     t_min: float = 0.4
     stability_steps: int = 1
     confidence_threshold: float = 0.005
-    top_k: int = 16
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -41,8 +40,8 @@ class SamplerSettings:
             raise ValueError("entropy_bound must be > 0")
         if not 0 < self.t_min <= self.t_max:
             raise ValueError("temperatures must satisfy 0 < t_min <= t_max")
-        if self.stability_steps < 0 or self.confidence_threshold <= 0 or self.top_k < 1:
-            raise ValueError("stability_steps >= 0, confidence_threshold > 0 and top_k >= 1 are required")
+        if self.stability_steps < 0 or self.confidence_threshold <= 0:
+            raise ValueError("stability_steps >= 0 and confidence_threshold > 0 are required")
 
 
 @dataclass
@@ -87,12 +86,16 @@ def temperature(settings: SamplerSettings, remaining: int) -> float:
     )
 
 
-def sample_top_k(scaled: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
-    # Sampling among the top k is as good as the full softmax at these temperatures and much cheaper on CPU.
-    values, indices = scaled.topk(min(k, scaled.shape[-1]), dim=-1)  # [B, C, k]
-    probs = values.softmax(dim=-1).flatten(0, 1)  # [B*C, k]
-    choice = torch.multinomial(probs, 1, generator=generator).view(*scaled.shape[:2], 1)
-    return indices.gather(-1, choice).squeeze(-1)  # [B, C]
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per position from `probs` ([B, C, V]) by inverse CDF (cheaper on CPU than multinomial)."""
+    draw = torch.rand(*probs.shape[:2], 1, generator=generator, device=probs.device)
+    index = torch.searchsorted(probs.cumsum(dim=-1), draw).squeeze(-1)
+    return index.clamp_(max=probs.shape[-1] - 1)  # [B, C]
+
+
+def confidence_of(logits: torch.Tensor, bias: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Probability of `tokens` ([B, C]) at temperature 1."""
+    return (logits.float() + bias).softmax(dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
 
 
 def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
@@ -172,26 +175,26 @@ def denoise(
             decoder_attention_mask=masks,
             decoder_position_ids=positions,
         )
-        raw = out.logits.float() + bias  # [B, C, V]
+        scaled = out.logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
         forward_s += time.perf_counter() - forward_start
         steps += 1
-        scaled = raw / temperature(settings, remaining)
-        log_probs = scaled.log_softmax(dim=-1)
-        entropy = -(log_probs.exp() * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
-        argmax = torch.where(fixed, spec.init, scaled.argmax(dim=-1))
+        log_probs = scaled.mul_(1.0 / temperature(settings, remaining)).log_softmax(dim=-1)
+        probs = log_probs.exp()
+        entropy = -(probs * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
+        argmax = torch.where(fixed, spec.init, log_probs.max(dim=-1).indices)  # max: ~3x faster than argmax
         accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
-        proposal = sample_top_k(scaled, settings.top_k, generator)
         noise = noise_canvas(batch, length, vocab, generator)
         if spec.sticky is not None:
             noise = torch.where(spec.sticky, spec.init, noise)
-        next_canvas = torch.where(fixed, spec.init, torch.where(accepted, proposal, noise))
+        next_canvas = torch.where(fixed, spec.init, torch.where(accepted, sample(probs, generator), noise))
         # Rows that already converged keep what they had; the others move on.
         live_row = ~done[:, None]
-        confidence = raw.softmax(dim=-1).gather(-1, argmax[..., None]).squeeze(-1)
         final = torch.where(live_row, argmax, final)
-        final_confidence = torch.where(live_row, confidence, final_confidence)
         canvas = torch.where(live_row, next_canvas, canvas)
-        done |= stopper.update(argmax, entropy)
+        newly_done = stopper.update(argmax, entropy) & ~done
+        if bool(newly_done.any()):  # a row's confidence is read once, when it stops changing
+            final_confidence[newly_done] = confidence_of(out.logits[newly_done], bias, final[newly_done])
+        done |= newly_done
         self_conditioning = out.logits
         if bool(done.all()):
             reason = "converged"
@@ -202,6 +205,9 @@ def denoise(
         if deadline is not None and time.monotonic() >= deadline:
             reason = "deadline"
             break
+    if self_conditioning is not None and not bool(done.all()):
+        rows = ~done
+        final_confidence[rows] = confidence_of(self_conditioning[rows], bias, final[rows])
     return CanvasOutcome(
         tokens=final, confidence=final_confidence, steps=steps, reason=reason, forward_ms=forward_s * 1000
     )
