@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from engine import load_engine
     from engine.eval.runner import EvalOptions, run_eval
@@ -58,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_table(report))
     if args.json:
-        args.json.write_text(json.dumps(report.to_json(), indent=1, allow_nan=False))
+        # The command line goes with the figures: a number in a model card names the command behind it.
+        payload = report.to_json() | {"command": shlex.join(["dgemma-lsp", "eval", *argv])}
+        args.json.write_text(json.dumps(payload, indent=1, allow_nan=False))
         logger.info("wrote %s", args.json)
     return 0
 

@@ -1,0 +1,162 @@
+"""`python -m engine.model_card`: write MODEL_CARD.md for an exported model from files, not memory.
+
+Every figure in the card comes from a file a command wrote: the export's training.json (steps,
+tokens, hours, configuration), the corpus MANIFEST.json (sources and licenses) and the JSON of
+`dgemma-lsp eval` runs (scores, tokens per forward, latency, the autoregressive comparison).
+
+    python -m engine.model_card --model engine/default --corpus data/corpus \\
+        --eval eval-santacoder.json --eval eval-humaneval-single.json ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engine.model_configs import shape_by_name
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def training_section(training: dict) -> str:
+    config = training["config"]
+    shape = shape_by_name(config["shape"])
+    hours = training["seconds"] / 3600
+    return "\n".join(
+        [
+            "## Training",
+            "",
+            f"- Architecture: `DiffusionGemmaForBlockDiffusion`, shape `{config['shape']}`: "
+            f"{shape.num_layers} layers, hidden {shape.hidden_size}, {shape.num_experts} experts "
+            f"(top {shape.top_k_experts}), vocabulary {shape.vocab_size}, canvas {shape.canvas_length}.",
+            f"- Steps: {training['step']:,}; tokens read by the encoder: {training['tokens']:,}; "
+            f"canvas tokens denoised: {training['canvas_tokens']:,}.",
+            f"- Compute: {hours:.2f} hours on a 2-core x86-64 CPU shared with other work, fp32.",
+            "- Objective: uniform-state block diffusion on fill-in-the-middle spans shaped like editor "
+            "completions (rest of a line, whole lines, a block body, inside brackets, random spans), "
+            f"noise rate U({config['min_noise']}, 1), loss on every canvas position, self-conditioning "
+            f"on {config['self_conditioning_rate']:.0%} of steps, and a next-token loss on the encoder "
+            f"(weight {config['ar_weight']}).",
+            f"- Batch {config['batch_size']}, prompt budgets {config['prompt_budgets']} tokens, canvas "
+            f"lengths {config['canvas_lengths']}, AdamW lr {config['lr']}, EMA {config['ema_decay']} "
+            "(the shipped weights are the EMA).",
+            "- Prompt layout: `<|lang|> <|fim_suffix|> suffix <|fim_prefix|> prefix <|fim_middle|>`, "
+            "then the canvas: typing only changes the end of the prompt, so its KV cache is reused.",
+        ]
+    )
+
+
+def data_section(manifest: dict, languages: list[str]) -> str:
+    lines = [
+        "## Data",
+        "",
+        "Permissively licensed code available offline (`python -m engine.corpus build`, see",
+        "`engine/corpus_sources.md`), deduplicated and decontaminated against the benchmarks below.",
+        "",
+        "| language | files | MB | licenses (MB) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for language in languages:
+        entry = manifest["languages"][language]
+        licenses = sorted(entry["licenses"].items(), key=lambda kv: kv[1]["bytes"], reverse=True)[:6]
+        shown = ", ".join(f"{name} {info['bytes'] / 1e6:.0f}" for name, info in licenses)
+        files, size = entry["files"]["train"], entry["bytes"]["train"] / 1e6
+        lines.append(f"| {language} | {files:,} | {size:.0f} | {shown} |")
+    return "\n".join(lines)
+
+
+def _row(name: str, s: dict) -> str:
+    cells = [
+        name,
+        s["decoder"],
+        str(s["n"]),
+        _percent(s["exact_match"]),
+        _number(s["edit_similarity"]),
+        _percent(s["pass_at_1"]),
+        _number(s["tokens_per_forward"]),
+        _number(s["p50_ms"], 0),
+        _number(s["p95_ms"], 0),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def eval_section(runs: list[dict], paths: list[str]) -> str:
+    lines = [
+        "## Evaluation",
+        "",
+        "| benchmark | decoder | rows | exact | edit sim. | pass@1 | tokens/forward | p50 ms | p95 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    speeds, commands = [], []
+    for run, path in zip(runs, paths, strict=True):
+        name = run["benchmark"] + (f" ({run['language']})" if run.get("language") else "")
+        lines += [_row(name, summary) for summary in run["summaries"]]
+        speed = run.get("speed") or {}
+        if speed.get("ratio") is not None:
+            speeds.append(
+                f"- {name}: diffusion {speed['diffusion_tokens_per_s']:.1f} tokens/s, autoregressive "
+                f"{speed['autoregressive_tokens_per_s']:.1f} ({speed['rows']} rows with 16-64 token "
+                f"completions): {speed['ratio']:.2f}x"
+            )
+        commands.append(
+            f"- `{run.get('command', 'dgemma-lsp eval ' + run['benchmark'])}` -> `{Path(path).name}`"
+        )
+    speed_part = ["", "Same weights decoded both ways in one run, wall time per completion token:", *speeds]
+    return "\n".join([*lines, *(speed_part if speeds else []), "", "Produced by:", *commands])
+
+
+def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], languages: list[str]) -> str:
+    training = json.loads((model / "training.json").read_text())
+    generation = json.loads((model / "generation_config.json").read_text())
+    sampling = (
+        "## Sampling defaults (generation_config.json)\n\n"
+        f"At most {generation['max_denoising_steps']} denoising steps per canvas, entropy bound "
+        f"{generation['sampler_config']['entropy_bound']}, temperature {generation['t_max']} to "
+        f"{generation['t_min']}, early stop when stable and mean entropy "
+        f"< {generation['confidence_threshold']}."
+    )
+    limits = (
+        "## Limits\n\nTrained on Python only so far: other languages get Python habits. Its completions "
+        "need review like anyone's. Card written by `python -m engine.model_card` from the files above."
+    )
+    intro = (
+        "A small DiffusionGemma-architecture code model trained by the dgemma-lsp project, so that the "
+        "server completes code on any laptop CPU, offline. It is early in its training: read the scores "
+        "below before relying on it; `--model` takes any DiffusionGemma checkpoint instead."
+    )
+    sections = [
+        "# dgemma-lsp default model",
+        intro,
+        training_section(training),
+        data_section(manifest, languages),
+        eval_section(runs, paths),
+        sampling,
+        limits,
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.model_card", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, default=Path(__file__).parent / "default")
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--eval", action="append", default=[], help="a `dgemma-lsp eval --json` output")
+    parser.add_argument("--languages", default="python")
+    args = parser.parse_args(argv)
+    manifest = json.loads((args.corpus / "MANIFEST.json").read_text())
+    runs = [json.loads(Path(p).read_text()) for p in args.eval]
+    text = card(args.model, manifest, runs, args.eval, args.languages.split(","))
+    (args.model / "MODEL_CARD.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

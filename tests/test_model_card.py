@@ -1,0 +1,71 @@
+"""The model card is written from the files commands produced, figures included."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from engine.model_card import main
+
+
+def test_card_quotes_training_data_and_eval_files(tiny_model_dir, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    config = {
+        "shape": "tiny",
+        "batch_size": 4,
+        "prompt_budgets": [64],
+        "canvas_lengths": [16],
+        "lr": 0.001,
+        "ar_weight": 0.5,
+        "self_conditioning_rate": 0.5,
+        "min_noise": 0.02,
+        "ema_decay": 0.99,
+    }
+    (model / "training.json").write_text(
+        json.dumps(
+            {"step": 1234, "tokens": 5_600_000, "seconds": 7200, "canvas_tokens": 99, "config": config}
+        )
+    )
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    manifest = {
+        "languages": {
+            "python": {
+                "files": {"train": 10},
+                "bytes": {"train": 3e6},
+                "licenses": {"MIT": {"bytes": 2e6}, "PSF-2.0": {"bytes": 1e6}},
+            }
+        }
+    }
+    (corpus / "MANIFEST.json").write_text(json.dumps(manifest))
+    run = {
+        "benchmark": "santacoder-fim",
+        "language": "py",
+        "command": "dgemma-lsp eval santacoder-fim --limit 300",
+        "summaries": [
+            {
+                "decoder": "diffusion",
+                "n": 300,
+                "exact_match": 0.2,
+                "edit_similarity": 0.55,
+                "pass_at_1": None,
+                "tokens_per_forward": 4.5,
+                "p50_ms": 41.0,
+                "p95_ms": 90.0,
+            }
+        ],
+        "speed": {
+            "ratio": 2.5,
+            "diffusion_tokens_per_s": 250.0,
+            "autoregressive_tokens_per_s": 100.0,
+            "rows": 200,
+        },
+    }
+    (tmp_path / "eval.json").write_text(json.dumps(run))
+    assert main(["--model", str(model), "--corpus", str(corpus), "--eval", str(tmp_path / "eval.json")]) == 0
+    text = (model / "MODEL_CARD.md").read_text()
+    assert "Steps: 1,234; tokens read by the encoder: 5,600,000" in text and "2.00 hours" in text
+    assert "| python | 10 | 3 | MIT 2, PSF-2.0 1 |" in text
+    assert "| santacoder-fim (py) | diffusion | 300 | 20.0% | 0.55 | - | 4.50 | 41 | 90 |" in text
+    assert "2.50x" in text and "`dgemma-lsp eval santacoder-fim --limit 300` -> `eval.json`" in text
