@@ -277,3 +277,19 @@ def test_rejected_rewrite_leaves_the_buffer(editor: Editor, server_features):
         "return vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_get_namespaces()['dgemma.preview'], 0, -1, {})"
     )
     assert marks == []
+
+
+def test_checkhealth_and_help(editor: Editor, tmp_path: Path):
+    ed = editor
+    ed.nvim.command("checkhealth dgemma")
+    report = "\n".join(ed.nvim.current.buffer)
+    assert "dgemma: server" in report and "ERROR" not in report, report
+    assert "the server offers inline completion" in report and "model " in report and " on cpu" in report
+    # The help file is well-formed: its tags build and :help finds them.
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    (doc / "dgemma.txt").write_text((PLUGIN / "doc" / "dgemma.txt").read_text())
+    ed.nvim.command(f"helptags {doc}")
+    ed.nvim.command(f"set runtimepath^={tmp_path}")
+    ed.nvim.command("help dgemma-config")
+    assert ed.nvim.current.buffer.name.endswith("dgemma.txt")
