@@ -85,13 +85,14 @@ def _configure_logging(verbose: bool, log_file: str | None) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose, args.log_file)
+    from dgemma_lsp.protocol import FrameReader
     from dgemma_lsp.server import create_server
 
     server = create_server(model_override=args.model)
     if args.tcp:
         server.start_tcp(args.host, args.port)
     else:
-        server.start_io()
+        server.start_io(FrameReader(sys.stdin.buffer))
     return 0
 
 
