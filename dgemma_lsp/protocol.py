@@ -20,7 +20,7 @@ import re
 from typing import Any, BinaryIO
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ class _Answered:
 
 class DgemmaProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]):
+        if "jsonrpc" in data and "method" in data and "params" not in data:
+            # JSON-RPC lets a request leave params out; pygls' generic request type requires them.
+            data = {**data, "params": None}
         try:
             return super().structure_message(data)
         except JsonRpcException as err:
@@ -41,12 +44,41 @@ class DgemmaProtocol(LanguageServerProtocol):
             reason = f"{err.message}: {cause}" if cause is not None else err.message
             if isinstance(err, JsonRpcInvalidParams):
                 reason = f"invalid params for {data['method']}: {_first_line(cause) or err.message}"
-            self._send_response(data["id"], error=type(err)(reason).to_response_error())
+            self.send_error(data["id"], type(err)(reason))
             return _Answered()
 
     def handle_message(self, message) -> None:
-        if not isinstance(message, _Answered):
-            super().handle_message(message)
+        if isinstance(message, _Answered):
+            return
+        if (
+            getattr(message, "jsonrpc", None) != self.VERSION
+            or not isinstance(getattr(message, "method", ""), str)
+            or _answerable(getattr(message, "id", None)) != getattr(message, "id", None)
+        ):
+            self._refuse(message)
+            return
+        super().handle_message(message)
+
+    def send_error(self, msg_id: Any, error: JsonRpcException) -> None:
+        """An error response; the id is null when it cannot be read, and sent as null (pygls'
+        converter would leave it out, and a client would not know the message for a response)."""
+        response = {"jsonrpc": self.VERSION, "id": _answerable(msg_id), "error": {"code": error.code}}
+        response["error"]["message"] = error.message
+        self._send_data(response)
+
+    def _refuse(self, message: Any) -> None:
+        """Answer what is not a JSON-RPC 2.0 message (a batch, a scalar, no "jsonrpc") with Invalid
+        Request, as JSON-RPC says: pygls drops it silently and a client waits for ever."""
+        logger.warning("not a JSON-RPC 2.0 message: %s", type(message).__name__)
+        get = message.get if isinstance(message, dict) else lambda key: getattr(message, key, None)
+        msg_id = None if isinstance(message, list) else get("id")
+        if msg_id is not None and get("method") is None:
+            return  # a response of the client's: nothing to answer
+        error = JsonRpcInvalidRequest(
+            "not a JSON-RPC 2.0 request: LSP sends single objects with jsonrpc 2.0, a string method "
+            "and a number or string id"
+        )
+        self.send_error(msg_id, error)
 
     def _user_handler(self, method: str, params):
         handler = self.fm.features.get(method)
@@ -64,6 +96,11 @@ class DgemmaProtocol(LanguageServerProtocol):
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
         yield from self._user_handler(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+def _answerable(msg_id: Any) -> int | float | str | None:
+    """The id to answer with: JSON-RPC ids are numbers or strings, and null when unreadable."""
+    return msg_id if isinstance(msg_id, int | float | str) and not isinstance(msg_id, bool) else None
 
 
 def _first_line(error: BaseException | None) -> str:
