@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 
 from lsprotocol import types
@@ -19,16 +20,16 @@ from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp import __version__, convert
 from dgemma_lsp.completer import Answer, Completer
-from dgemma_lsp.completion import context_options
 from dgemma_lsp.documents import Document, UnknownDocument
-from dgemma_lsp.edit_history import EditHistory, preamble
+from dgemma_lsp.edit_history import EditHistory
 from dgemma_lsp.languages import LanguageRegistry
 from dgemma_lsp.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.options import Options, parse_options
 from dgemma_lsp.positions import InvalidPosition
 from dgemma_lsp.protocol import DgemmaProtocol
-from dgemma_lsp.rewrite import Change, Target, rewrite_request, smallest_changes, target_at
-from dgemma_lsp.scheduler import Scheduler, Superseded
+from dgemma_lsp.rewrite import Target, target_at
+from dgemma_lsp.rewriter import Rewriter, next_edit_target
+from dgemma_lsp.scheduler import Scheduler
 from dgemma_lsp.stats import Stats, record
 from dgemma_lsp.workspace import OpenFiles
 
@@ -51,6 +52,7 @@ class DgemmaServer(LanguageServer):
         self.completer = Completer(self.scheduler)
         self.stats = Stats()
         self.history = EditHistory()
+        self.rewriter = Rewriter(self.scheduler, self.history)
         self.files = OpenFiles(self.registry, "utf-16")
         self.last_latency_ms: float | None = None
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
@@ -151,11 +153,7 @@ class DgemmaServer(LanguageServer):
             raise JsonRpcInvalidParams(str(err)) from err
         if not self.model.ready or not self.enabled_for(snapshot.document.language_id):
             return None
-        version = snapshot.document.version
-
-        def is_current() -> bool:
-            return uri in self.files.documents and self.files.documents.get(uri).version == version
-
+        is_current = self._is_current(uri, snapshot.document.version)
         try:
             answer = await self.completer.complete(
                 uri, snapshot, cursor, self.options, self.model.engine, started, is_current
@@ -196,28 +194,8 @@ class DgemmaServer(LanguageServer):
         except InvalidPosition as err:
             raise JsonRpcInvalidParams(str(err)) from err
 
-    async def _rewrite(self, uri: str, snapshot, target: Target, preamble_text: str = ""):
-        """Denoise `target` again; returns (changes, confidence), or None if superseded or stale."""
-        engine = self.model.engine
-        budget = self.options.rewrite.latency_budget_ms
-        document = snapshot.document
-        request = rewrite_request(
-            document.lines, target, snapshot.spec, document.language_id, engine.count_tokens,
-            context_options(self.options), self.options.rewrite.strength_percent / 100,
-            time.monotonic() + budget / 1000 if budget else None, preamble_text,
-        )  # fmt: skip
-        version = snapshot.document.version
-        future = self.scheduler.submit(
-            f"{uri}#rewrite", lambda cancel: engine.infill(replace(request, cancel=cancel))
-        )
-        try:
-            result = await future
-        except Superseded:
-            return None
-        if self.files.documents.get(uri).version != version or not result.candidates:
-            return None
-        best = result.candidates[0]
-        return smallest_changes(target, best.text), best.mean_confidence
+    def _is_current(self, uri: str, version: int) -> Callable[[], bool]:
+        return lambda: uri in self.files.documents and self.files.documents.get(uri).version == version
 
     def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         only = params.context.only
@@ -244,36 +222,37 @@ class DgemmaServer(LanguageServer):
         if engine is None or snapshot.document.version != version or end > len(snapshot.document.text):
             return action  # no edit: the text moved on, or no model; the client shows nothing to apply
         target = Target(start=start, end=end, text=snapshot.document.text[start:end])
-        rewritten = await self._rewrite(uri, snapshot, target)
+        rewritten = await self.rewriter.rewrite(
+            uri, snapshot, target, self.options, engine, self._is_current(uri, version)
+        )
         if rewritten is None:
             return action
-        changes, _ = rewritten
-        action.edit = convert.workspace_edit(uri, version, changes, snapshot.document, self.files.encoding)
+        action.edit = convert.workspace_edit(
+            uri, version, rewritten.changes, snapshot.document, self.files.encoding
+        )
         return action
 
     async def next_edit(self, uri: str, position: types.Position) -> dict | None:
         snapshot, engine = self._engine_or_none(uri)
         if engine is None:
             return None
-        cursor = self._offset(snapshot, position)
-        lines = snapshot.document.lines
-        row = lines.row_of(cursor)
-        last = min(lines.line_count - 1, row + self.options.rewrite.next_edit_lines - 1)
-        start, end = lines.line_start(row), lines.line_end(last)
-        target = Target(start=start, end=end, text=snapshot.document.text[start:end])
-        if not target.text.strip():
-            return None
-        edits = self.history.recent(uri)
-        rewritten = await self._rewrite(uri, snapshot, target, preamble(edits, snapshot.document.language_id))
-        if rewritten is None or not rewritten[0]:
-            return None
-        changes, confidence = rewritten
-        first: Change = changes[0]
         document = snapshot.document
+        target = next_edit_target(
+            document.lines, self._offset(snapshot, position), self.options.rewrite.next_edit_lines
+        )
+        if target is None:
+            return None
+        is_current = self._is_current(uri, document.version)
+        rewritten = await self.rewriter.rewrite(
+            uri, snapshot, target, self.options, engine, is_current, with_recent_edits=True
+        )
+        if rewritten is None or not rewritten.changes:
+            return None
+        first = rewritten.changes[0]
         return {
             "range": convert.range_of(document, first.start, first.end, self.files.encoding),
             "newText": first.text,
-            "confidence": round(confidence, 4),
+            "confidence": round(rewritten.confidence, 4),
         }
 
     def after_change(self, uri: str, before: Document, changes: list) -> None:
