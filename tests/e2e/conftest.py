@@ -49,7 +49,9 @@ def workspace(tmp_path: Path) -> Path:
 def requires(features: ServerFeatures, name: str) -> None:
     """Skip a test of a server feature that this server does not have yet."""
     reasons = {
-        "rewrite": "the server advertises no refactor.rewrite code action yet (issue 4): block-rewrite test skipped",
+        "rewrite": (
+            "the server advertises no refactor.rewrite code action yet (issue 4): block-rewrite test skipped"
+        ),
         "next_edit": "the server does not answer dgemma/nextEdit yet (issue 4): next-edit test skipped",
     }
     if not getattr(features, name):

@@ -22,7 +22,9 @@ class ServerFeatures:
 
 class _Rpc:
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         self.next_id = 0
 
     def send(self, method: str, params: object, request: bool = True) -> int | None:
@@ -101,7 +103,9 @@ def probe(server: Path, model: Path) -> ServerFeatures:
         caps = init.get("result", {}).get("capabilities", {})
         provider = caps.get("codeActionProvider")
         kinds = provider.get("codeActionKinds") if isinstance(provider, dict) else None
-        rewrite = bool(provider) and (kinds is None or any(k in ("refactor", "refactor.rewrite") for k in kinds))
+        rewrite = bool(provider) and (
+            kinds is None or any(k in ("refactor", "refactor.rewrite") for k in kinds)
+        )
         rpc.send("initialized", {}, request=False)
         uri = "file:///probe.py"
         rpc.send(
@@ -110,7 +114,9 @@ def probe(server: Path, model: Path) -> ServerFeatures:
             request=False,
         )
         reply = rpc.answer(
-            rpc.send("dgemma/nextEdit", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+            rpc.send(
+                "dgemma/nextEdit", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}
+            )
         )
         next_edit = reply.get("error", {}).get("code") != METHOD_NOT_FOUND
         return ServerFeatures(rewrite=rewrite, next_edit=next_edit)

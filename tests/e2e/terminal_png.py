@@ -18,9 +18,9 @@ def _color256(n: int) -> str:
     if n < 232:
         n -= 16
         steps = [0, 95, 135, 175, 215, 255]
-        return "#%02x%02x%02x" % (steps[n // 36], steps[(n // 6) % 6], steps[n % 6])
+        return f"#{steps[n // 36]:02x}{steps[(n // 6) % 6]:02x}{steps[n % 6]:02x}"
     level = 8 + (n - 232) * 10
-    return "#%02x%02x%02x" % (level, level, level)
+    return f"#{level:02x}{level:02x}{level:02x}"
 
 
 def ansi_to_html(text: str) -> str:

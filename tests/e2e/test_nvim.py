@@ -9,6 +9,7 @@ buffer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -90,7 +91,9 @@ class Editor:
         )
         for _, _, _, details in marks:
             chunks = details.get("virt_text") or []
-            first = "".join(text for text, *hl in chunks if not (hl and "Info" in str(hl[0])) and "More" not in str(hl))
+            first = "".join(
+                text for text, *hl in chunks if not (hl and "Info" in str(hl[0])) and "More" not in str(hl)
+            )
             more = ["".join(text for text, *_ in line) for line in details.get("virt_lines") or []]
             text = "\n".join([first, *more])
             if text:
@@ -142,10 +145,8 @@ def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iter
         ed.wait("the model to load", lambda: (ed.status() or {}).get("state") == "ready", timeout=90)
         yield ed
     finally:
-        try:
+        with contextlib.suppress(Exception):  # the child may be gone already
             nvim.command("qa!")
-        except Exception:  # the child is gone already
-            pass
         nvim.close()
 
 
@@ -171,7 +172,9 @@ def test_ghost_text_appears_and_tab_accepts_it(editor: Editor, workspace: Path):
     assert ed.line(LINE + len(lines)) == "    return result"
     # The statusline component shows the model, the device and the last latency.
     statusline = ed.lua("return require('dgemma').statusline()")
-    assert statusline.startswith("dgemma: ") and " cpu " in statusline and statusline.endswith("ms"), statusline
+    assert statusline.startswith("dgemma: ") and " cpu " in statusline and statusline.endswith("ms"), (
+        statusline
+    )
 
 
 def test_tab_indents_when_no_suggestion_is_shown(editor: Editor):
@@ -254,7 +257,9 @@ def test_next_edit_preview_and_accept(editor: Editor, server_features):
     before = list(ed.nvim.current.buffer)
     ed.nvim.command(f"{LINE + 1}")
     ed.nvim.command("Dgemma next_edit")
-    pending = ed.wait("the next-edit preview", lambda: ed.lua("return require('dgemma.preview').get(0)"), timeout=60)
+    pending = ed.wait(
+        "the next-edit preview", lambda: ed.lua("return require('dgemma.preview').get(0)"), timeout=60
+    )
     assert pending["kind"] == "next_edit" and len(pending["edits"]) == 1
     assert list(ed.nvim.current.buffer) == before, "the preview changed the buffer"
     expected = apply_edits("\n".join(before), pending["edits"])
@@ -271,7 +276,9 @@ def test_rejected_rewrite_leaves_the_buffer(editor: Editor, server_features):
     ed.nvim.command("Dgemma rewrite")
     ed.wait("the rewrite preview", lambda: ed.lua("return require('dgemma.preview').get(0)"), timeout=60)
     ed.nvim.input("<Esc>")
-    ed.wait("the preview to go", lambda: ed.lua("return require('dgemma.preview').get(0)") is None, timeout=10)
+    ed.wait(
+        "the preview to go", lambda: ed.lua("return require('dgemma.preview').get(0)") is None, timeout=10
+    )
     assert list(ed.nvim.current.buffer) == before
     marks = ed.lua(
         "return vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_get_namespaces()['dgemma.preview'], 0, -1, {})"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,9 @@ def tmux(*args: str) -> str:
 
 
 @pytest.mark.parametrize("version", ["0.12", "0.11"])
-def test_ghost_text_on_the_terminal_screen(version, tmp_path, workspace, server_command, tiny_model_dir, artifacts):
+def test_ghost_text_on_the_terminal_screen(
+    version, tmp_path, workspace, server_command, tiny_model_dir, artifacts
+):
     binary = need(tools.find_nvim, version)
     if shutil.which("tmux") is None:
         pytest.skip(f"tmux is not installed: run `{tools.INSTALL}`")
@@ -35,9 +36,13 @@ def test_ghost_text_on_the_terminal_screen(version, tmp_path, workspace, server_
     init = tmp_path / "init.lua"
     init.write_text(
         INIT.format(
-            plugin=lua(PLUGIN), server=lua(server_command), model=lua(tiny_model_dir), backend=lua("auto"), log=lua(log)
+            plugin=lua(PLUGIN),
+            server=lua(server_command),
+            model=lua(tiny_model_dir),
+            backend=lua("auto"),
+            log=lua(log),
         )
-        + 'vim.o.statusline = "%f %m%=%{v:lua.require\'dgemma\'.statusline()} "\nvim.o.laststatus = 2\n'
+        + "vim.o.statusline = \"%f %m%=%{v:lua.require'dgemma'.statusline()} \"\nvim.o.laststatus = 2\n"
         + "vim.o.termguicolors = true\nvim.cmd.colorscheme('default')\n"
     )
     session = f"dgemma-e2e-{version.replace('.', '')}-{tmp_path.name}"
@@ -62,7 +67,9 @@ def test_ghost_text_on_the_terminal_screen(version, tmp_path, workspace, server_
         ansi = tmux("capture-pane", "-e", "-p", "-t", session)
         screenshot(ansi, artifacts / f"nvim-{version}-ghost-text.png", chromium, 830, 300)
         assert typed_row is not None, "the typed text is not on the screen"
-        assert len(typed_row.rstrip()) > len("    " + TYPED) + 1, f"no ghost text after the typed text: {typed_row!r}"
+        assert len(typed_row.rstrip()) > len("    " + TYPED) + 1, (
+            f"no ghost text after the typed text: {typed_row!r}"
+        )
         # Ghost text is only drawn: the file on disk and the buffer are unchanged until accepted.
         assert (workspace / FIXTURE).read_text().split("\n")[LINE - 1] == "    "
     finally:

@@ -97,7 +97,11 @@ def code_server(tmp_path_factory, server_command: Path, tiny_model_dir: Path) ->
     (user / "settings.json").write_text(json.dumps(settings, indent=2))
     common = ["--user-data-dir", str(home / "user-data"), "--extensions-dir", str(home / "extensions")]
     subprocess.run(
-        [str(binary), *common, "--install-extension", str(vsix)], env=env, check=True, capture_output=True, timeout=120
+        [str(binary), *common, "--install-extension", str(vsix)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     port = _free_port()
     log = (home / "code-server.log").open("w")
@@ -125,9 +129,11 @@ def code_server(tmp_path_factory, server_command: Path, tiny_model_dir: Path) ->
             try:
                 urllib.request.urlopen(f"{url}/healthz", timeout=2).read()
                 break
-            except OSError:
+            except OSError as err:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"code-server did not start: {(home / 'code-server.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"code-server did not start: {(home / 'code-server.log').read_text()[-2000:]}"
+                    ) from err
                 time.sleep(0.3)
         yield CodeServer(url=url, home=home, env=env)
     finally:
@@ -140,7 +146,9 @@ def code_server(tmp_path_factory, server_command: Path, tiny_model_dir: Path) ->
         log.close()
 
 
-def drive(code_server: CodeServer, workspace: Path, artifacts: Path, name: str, steps: list[dict], **extra) -> dict:
+def drive(
+    code_server: CodeServer, workspace: Path, artifacts: Path, name: str, steps: list[dict], **extra
+) -> dict:
     """Runs the playwright driver on a fresh browser profile; returns what it saw."""
     scenario = {
         "name": name,
@@ -184,7 +192,9 @@ def visible(text: str) -> str:
 
     The tiny test model writes noise, control characters included.
     """
-    return "".join(" " if ch == "\u00a0" else chr(0x2400 + ord(ch)) if ch < " " and ch != "\t" else ch for ch in text)
+    return "".join(
+        " " if ch == "\u00a0" else chr(0x2400 + ord(ch)) if ch < " " and ch != "\t" else ch for ch in text
+    )
 
 
 def test_ghost_text_appears_and_tab_inserts_it(code_server, workspace, artifacts):
@@ -210,7 +220,9 @@ def test_ghost_text_appears_and_tab_inserts_it(code_server, workspace, artifacts
     assert inserted.startswith("    " + TYPED), inserted
     # What Tab put in the file is what the ghost text showed, and the code after it is untouched.
     assert visible(inserted[len("    " + TYPED) :]).rstrip() == visible(ghost["first"]).rstrip()
-    assert lines[LINE:] == ["    return result", ""][: len(lines) - LINE] or "return result" in "\n".join(lines[LINE:])
+    assert lines[LINE:] == ["    return result", ""][: len(lines) - LINE] or "return result" in "\n".join(
+        lines[LINE:]
+    )
     # The status bar shows the model folder, the device and the last completion latency.
     assert tiny_name(code_server) in seen["status"] and "cpu" in seen["status"]
 

@@ -109,7 +109,9 @@ def find_node() -> Path:
 
 def find_vsix() -> Path:
     if not VSIX.is_file():
-        raise Missing(f"the extension is not built ({VSIX}): run `{INSTALL}` (or `npm run package` in editors/vscode)")
+        raise Missing(
+            f"the extension is not built ({VSIX}): run `{INSTALL}` (or `npm run package` in editors/vscode)"
+        )
     sources = [p for p in (ROOT / "editors" / "vscode" / "src").rglob("*.ts")]
     sources.append(ROOT / "editors" / "vscode" / "package.json")
     newest = max(p.stat().st_mtime for p in sources)
