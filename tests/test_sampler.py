@@ -178,3 +178,33 @@ def test_bad_requests_are_refused_with_clear_errors():
 def test_fixed_positions_outside_the_seed_are_refused(engine):
     with pytest.raises(ValueError, match="outside"):
         engine.infill(InfillRequest(prefix="x", seed_canvas="ab", fixed_positions=(9,)))
+
+
+def test_an_anchor_sits_fixed_at_the_canvas_end_and_is_not_part_of_the_middle(engine):
+    anchor = ") + 1"
+    anchor_ids = engine.format.encode(anchor)
+    spy = spy_on(engine)
+    result = engine.infill(InfillRequest(prefix=PREFIX, suffix=anchor + SUFFIX, anchor=anchor, max_steps=4))
+    for canvas in spy.canvases:
+        assert canvas[0, -len(anchor_ids) :].tolist() == anchor_ids
+    length = spy.canvases[0].shape[1]
+    assert len(result.candidates[0].token_ids) <= length - len(anchor_ids)
+    assert result.stop_reason in ("eos", "converged", "max_steps")
+
+
+def test_a_sticky_seed_starts_the_canvas_and_stays_where_the_model_is_unsure(engine):
+    seed = "result.append(line)"
+    seed_ids = engine.format.encode(seed)
+    spy = spy_on(engine)
+    engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, max_steps=3))
+    assert spy.canvases[0][0, : len(seed_ids)].tolist() == seed_ids  # no noise at strength 0
+    noisy = spy_on(engine)
+    engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, seed_noise=1.0, max_steps=3))
+    assert noisy.canvases[0][0, : len(seed_ids)].tolist() != seed_ids  # strength 1 renoises the seed
+
+
+def test_token_spans_cover_the_text(engine):
+    text = "for item in items:\n    total += item.price"
+    spans = engine.token_spans(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a < b for a, b in spans) and len(spans) == engine.count_tokens(text)
