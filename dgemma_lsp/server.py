@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp import __version__, convert
@@ -74,6 +75,10 @@ class DgemmaServer(LanguageServer):
     def report_server_error(self, error: Exception, source: type) -> None:
         # pygls would show every out-of-band error (a malformed notification, say) as a popup; the log
         # is the place for them. Errors answering a request already go back in the response.
+        if isinstance(error, json.JSONDecodeError):
+            # JSON-RPC answers a message that is not JSON with Parse error and a null id (pygls does not).
+            with contextlib.suppress(Exception):
+                self.protocol.send_error(None, JsonRpcParseError(f"the message is not valid JSON: {error}"))
         logger.error("%s: %s", getattr(source, "__name__", source), error)
         with contextlib.suppress(Exception):  # the transport itself may be what failed
             self.log(f"{getattr(source, '__name__', source)}: {error}", types.MessageType.Error)
