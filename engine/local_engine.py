@@ -53,6 +53,11 @@ class LocalEngine:
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
 
+    def warm_up(self) -> None:
+        """One tiny request, so the first real one does not pay for first-call setup in torch."""
+        self.infill(InfillRequest(prefix="x = 1\n", suffix="\n", max_new_tokens=8, max_steps=1))
+        self.prompt_cache.reset()
+
     def count_tokens(self, text: str) -> int:
         return len(self.format.encode(text))
 
