@@ -7,6 +7,7 @@ nothing in them. Each step is a small function so each can be tested alone.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
@@ -97,8 +98,18 @@ def balance_brackets(text: str, shape: Shape) -> str:
     return text
 
 
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")
+
+
+def drop_unprintable(text: str) -> str:
+    """Cut before the first control character or U+FFFD (a broken byte sequence): never code."""
+    match = _UNPRINTABLE.search(text)
+    return text[: match.start()] if match else text
+
+
 def postprocess(text: str, shape: Shape) -> str | None:
     """The completion to offer, or None when nothing useful is left."""
+    text = drop_unprintable(text)
     text = keep_to_scope(text, shape)
     text = cut_suffix_repeat(text, shape)
     text = balance_brackets(text, shape)

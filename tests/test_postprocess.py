@@ -65,3 +65,10 @@ def test_empty_and_whitespace_results_are_dropped():
 
 def test_postprocess_runs_every_step():
     assert postprocess("len(items))\nmore", single(line_suffix=")")) == "len(items)"
+
+
+def test_control_characters_and_broken_bytes_end_the_completion():
+    assert postprocess("total = 1\x02junk", single()) == "total = 1"
+    assert postprocess("name\ufffd", single()) == "name"
+    assert postprocess("\x0c", single()) is None
+    assert postprocess("a\tb", single()) == "a\tb"  # tabs are code
