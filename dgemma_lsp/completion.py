@@ -7,6 +7,7 @@ call between them runs on the worker thread. Neither step knows about LSP types.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 from tree_sitter import Language
@@ -17,6 +18,8 @@ from dgemma_lsp.postprocess import Shape, postprocess
 from dgemma_lsp.repair import introduced_errors, repair_request
 from dgemma_lsp.workspace import Snapshot
 from engine import Candidate, Engine, InfillRequest, InfillResult, Timings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,14 @@ def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) 
     if not spans or (request.cancel is not None and request.cancel.is_set()):
         return outcome
     fix = repair_request(request, best.text, spans, engine.token_spans(best.text))
-    repaired = finish(planned, engine.infill(fix))
+    try:
+        repaired = finish(planned, engine.infill(fix))
+    except (ValueError, IndexError, RuntimeError) as err:
+        # The repair is a second chance, not the answer: its failure must not lose the first one.
+        logger.warning(
+            "syntax repair failed, the completion is kept as it was: %s: %s", type(err).__name__, err
+        )
+        return outcome
     if not repaired.proposals:
         return outcome
     fixed_text = repaired.proposals[0].text
