@@ -143,8 +143,9 @@ class LocalEngine:
         seed = self.format.encode(request.seed_canvas) if first and request.seed_canvas is not None else []
         anchor = self.format.encode(request.anchor) if first and request.anchor else []
         if seed:
-            # Room for the seed and for the rewrite to grow a little.
-            length = min(MAX_SEEDED_CANVAS, len(seed) + max(8, len(seed) // 4))
+            # Room for the whole seed, for the rewrite to grow a little, and for the anchor after it.
+            slack = max(8, len(seed) // 4)
+            length = min(MAX_SEEDED_CANVAS, len(seed) + slack + len(anchor))
         else:
             # A short request gets a shorter canvas: each step costs less.
             length = min(self.canvas_length, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
@@ -153,12 +154,12 @@ class LocalEngine:
         fixed = torch.zeros(n, length, dtype=torch.bool, device=self.device)
         sticky = None
         if seed:
-            outside = [p for p in request.fixed_positions if not 0 <= p < min(len(seed), length)]
+            seed = seed[: length - len(anchor)]  # only a seed longer than the largest canvas loses its end
+            outside = [p for p in request.fixed_positions if not 0 <= p < len(seed)]
             if outside:
                 raise ValueError(
                     f"fixed positions {outside} are outside the seed canvas ({len(seed)} tokens)"
                 )
-            seed = seed[: length - len(anchor)]
             seeded = torch.tensor(seed, device=self.device).expand(n, -1)
             noisy = torch.rand(n, len(seed), generator=generator, device=self.device) < request.seed_noise
             init[:, : len(seed)] = torch.where(noisy, init[:, : len(seed)], seeded)

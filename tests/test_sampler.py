@@ -208,3 +208,15 @@ def test_token_spans_cover_the_text(engine):
     spans = engine.token_spans(text)
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(a < b for a, b in spans) and len(spans) == engine.count_tokens(text)
+
+
+def test_a_seed_and_an_anchor_both_fit_with_every_fixed_position_kept(engine):
+    seed = "value = compute(alpha, beta, gamma)"
+    seed_ids = engine.format.encode(seed)
+    anchor = ") + offset  # trailing"
+    request = InfillRequest(
+        prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, fixed_positions=tuple(range(len(seed_ids))),
+        anchor=anchor, max_steps=2, max_new_tokens=64,
+    )  # fmt: skip
+    result = engine.infill(request)
+    assert list(result.candidates[0].token_ids[: len(seed_ids)]) == seed_ids
