@@ -221,7 +221,9 @@ class DgemmaServer(LanguageServer):
         data = action.data if isinstance(action.data, dict) else getattr(action.data, "_asdict", dict)()
         try:
             uri, version, start, end = data["uri"], int(data["version"]), int(data["start"]), int(data["end"])
-        except (KeyError, TypeError, ValueError) as err:
+            if not isinstance(uri, str) or not 0 <= start <= end:
+                raise ValueError("the uri must be a string and 0 <= start <= end")
+        except (KeyError, TypeError, ValueError, OverflowError) as err:  # int(Infinity): OverflowError
             raise JsonRpcInvalidParams(f"not a {REWRITE_TITLE!r} action: {err}") from err
         snapshot, engine = self._engine_or_none(uri)
         if engine is None or snapshot.document.version != version or end > len(snapshot.document.text):
@@ -348,8 +350,11 @@ def create_server(model_override: str | None = None) -> DgemmaServer:
     async def next_edit(ls: DgemmaServer, params: object) -> dict | None:
         """params: {textDocument: {uri}, position}; result: null or {range, newText, confidence}."""
         try:
-            uri = params.textDocument.uri
-            position = types.Position(line=params.position.line, character=params.position.character)
+            uri, line, character = params.textDocument.uri, params.position.line, params.position.character
+            # Untyped params: check what lsprotocol would (a list uri, a float line reached the store).
+            if not isinstance(uri, str) or not all(type(v) is int for v in (line, character)):
+                raise TypeError("the uri must be a string, line and character integers")
+            position = types.Position(line=line, character=character)
         except (AttributeError, TypeError, ValueError) as err:
             raise JsonRpcInvalidParams(
                 f"dgemma/nextEdit takes {{textDocument: {{uri}}, position}}: {err}"
