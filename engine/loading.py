@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 BUNDLED_MODEL_DIR = Path(__file__).parent / "default"
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# Said after a problem with the model folder: how to fix it (the server reloads on the new option).
+_FIX = "set the model option (--model) to 'default' or to a DiffusionGemma checkpoint folder"
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def resolve_spec(spec: str) -> ResolvedSpec:
         return ResolvedSpec("local", str(path.resolve()), spec)
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         return ResolvedSpec("local", _cached_hub_folder(spec), spec)
-    raise EngineError(f"model {spec!r} not found: no such folder, and not a Hugging Face id (owner/name)")
+    raise EngineError(
+        f"model {spec!r} not found: no such folder, and not a Hugging Face id (owner/name); {_FIX}"
+    )
 
 
 def _cached_hub_folder(repo_id: str) -> str:
@@ -70,7 +74,7 @@ def check_checkpoint(folder: Path) -> dict:
     """Refuse what we must not or cannot load, with a message that says what to do."""
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise EngineError(f"{folder} has no config.json: not a transformers checkpoint folder")
+        raise EngineError(f"{folder} has no config.json: not a transformers checkpoint folder; {_FIX}")
     try:
         config = json.loads(config_path.read_text())
     except (OSError, json.JSONDecodeError) as err:
@@ -80,7 +84,7 @@ def check_checkpoint(folder: Path) -> dict:
         raise EngineError(
             f"{folder} holds a {model_type or 'unknown'} model "
             f"({', '.join(config.get('architectures') or [])}); "
-            "dgemma-lsp runs DiffusionGemma checkpoints (model_type diffusion_gemma)"
+            f"dgemma-lsp runs DiffusionGemma checkpoints (model_type diffusion_gemma); {_FIX}"
         )
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
@@ -90,7 +94,9 @@ def check_checkpoint(folder: Path) -> dict:
                 f"{folder} has only pickle weights ({', '.join(pickles)}), which can run code when loaded "
                 "and are refused. Convert them to safetensors."
             )
-        raise EngineError(f"{folder} has no .safetensors weights")
+        raise EngineError(
+            f"{folder} has no .safetensors weights: copy the checkpoint's weights there, or {_FIX}"
+        )
     return config
 
 
@@ -142,7 +148,8 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         )
     except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
         raise EngineError(
-            f"could not load the weights in {folder}: {err}. The files may be truncated or corrupt."
+            f"could not load the weights in {folder}: {err}. The files may be truncated or corrupt: "
+            "copy or download the checkpoint again"
         ) from err
     model.to(device)
     parameters = sum(p.numel() for p in model.parameters())
@@ -151,7 +158,7 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
     if prompt_format.vocab_size > vocab:
         raise EngineError(
             f"the tokenizer in {folder} has {prompt_format.vocab_size} tokens but the model only {vocab}: "
-            "they do not belong together"
+            "they do not belong together; put the tokenizer.json saved with these weights in the folder"
         )
     info = EngineInfo(
         name=resolved.name,
