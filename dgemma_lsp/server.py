@@ -86,6 +86,11 @@ class DgemmaServer(LanguageServer):
     def apply_options(self, raw: object) -> None:
         options, problems = parse_options(raw, self.options)
         self.options = self._with_override(options)
+        # pygls logs every message it sends at INFO: completions and rewrites are code, kept out of
+        # the log unless debugLog is on (then the root logger's level decides, -v for DEBUG).
+        logging.getLogger("pygls.protocol.json_rpc").setLevel(
+            logging.NOTSET if self.options.debug_log else logging.WARNING
+        )
         for problem in problems:
             self.tell(problem, types.MessageType.Warning)
 
