@@ -102,7 +102,8 @@ class LocalEngine:
             steps += outcome.steps
             forward_ms += outcome.forward_ms
             self._collect(rows, outcome.tokens, outcome.confidence, min(left, spec.middle_length))
-            if spec.middle_length < spec.init.shape[1]:  # the anchor ends the middle: one canvas only
+            if index == 0 and (request.anchor or request.seed_canvas is not None):
+                # An anchor ends the middle, and a seeded canvas is sized for the whole text: one canvas.
                 for row in rows:
                     row.ended = True
             if outcome.reason in ("deadline", "cancelled"):
