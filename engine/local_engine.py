@@ -102,15 +102,15 @@ class LocalEngine:
             steps += outcome.steps
             forward_ms += outcome.forward_ms
             self._collect(rows, outcome.tokens, outcome.confidence, min(left, spec.middle_length))
-            if index == 0 and (request.anchor or request.seed_canvas is not None):
-                # An anchor ends the middle, and a seeded canvas is sized for the whole text: one canvas.
-                for row in rows:
-                    row.ended = True
             if outcome.reason in ("deadline", "cancelled"):
                 reason = outcome.reason
                 break
             if all(row.ended for row in rows):
                 reason = "eos"
+                break
+            if request.anchor or request.seed_canvas is not None:
+                # An anchor ends the middle, and a seeded canvas is sized for the whole text: one canvas.
+                reason = outcome.reason
                 break
             if len(rows[0].tokens) >= request.max_new_tokens:
                 break
