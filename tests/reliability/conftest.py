@@ -47,12 +47,16 @@ def long_mode(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(scope="module")
-def tiny_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawServer]:
+def tiny_server(
+    tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory, figures: dict[str, object]
+) -> Iterator[RawServer]:
     """One real server over stdio with the tiny model loaded, shared by a module's tests."""
     log = tmp_path_factory.mktemp("server-log") / "stderr.log"
     server = RawServer(stderr_path=log)
     server.initialize({"model": str(tiny_model_dir), "device": "cpu", "rewrite": {"latencyBudgetMs": 500}})
     server.wait_for_model()
     yield server
+    crashes = "server processes that exited unexpectedly"
+    figures[crashes] = int(figures.get(crashes, 0)) + (not server.alive())
     assert server.alive(), f"the server died; its log is {log}"
     assert server.close() == 0
