@@ -7,6 +7,13 @@ import pytest
 from tests.tiny_model import build_tiny_checkpoint
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Here, not in tests/reliability: pytest reads options only from the root conftest early enough.
+    parser.addoption(
+        "--long", action="store_true", default=False, help="reliability suite: 5-minute soak, more fuzzing"
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-weight DiffusionGemma checkpoint with its own tokenizer, built once per test session."""

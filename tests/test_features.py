@@ -1,4 +1,4 @@
-"""The feature measurements run end to end on the tiny model (one row each)."""
+"""The feature measurements run end to end on the tiny model (three rows each)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dgemma_lsp.bench.features import main
 
 def test_every_feature_measure_reports_its_figures(tiny_model_dir, tmp_path):
     out = tmp_path / "features.json"
-    assert main(["all", "--model", str(tiny_model_dir), "--limit", "1", "--json", str(out)]) == 0
+    assert main(["all", "--model", str(tiny_model_dir), "--limit", "3", "--json", str(out)]) == 0
     figures = json.loads(out.read_text())
     assert set(figures["anchoring"]) >= {"plain", "anchored"}
     assert figures["anchoring"]["plain"]["n"] == figures["anchoring"]["anchored"]["n"] >= 1

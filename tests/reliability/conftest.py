@@ -34,10 +34,6 @@ def figures(request: pytest.FixtureRequest) -> dict[str, object]:
     return request.config.stash[FIGURES]
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--long", action="store_true", default=False, help="reliability suite: 5-minute soak, more fuzzing"
-    )
 
 
 @pytest.fixture(scope="session")
