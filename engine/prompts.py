@@ -138,6 +138,6 @@ class Gemma4ChatFormat:
         ids = self.tokenizer.apply_chat_template(
             [{"role": "user", "content": content}], tokenize=True, add_generation_prompt=True
         )
-        if isinstance(ids, dict):
+        if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding here
             ids = ids["input_ids"]
         return list(ids)
