@@ -29,6 +29,10 @@ async def test_capabilities_and_completion_after_incremental_edits(tiny_model_di
         sync = caps.text_document_sync
         assert sync.change == types.TextDocumentSyncKind.Incremental
         assert caps.position_encoding == types.PositionEncodingKind.Utf16
+        # The model loaded in the background under a $/progress begin ... end.
+        reports = [report for token_reports in client.progress_reports.values() for report in token_reports]
+        assert reports[0].kind == "begin" and reports[-1].kind == "end"
+        assert "Loading model" in reports[0].title
 
         open_document(client, URI, SOURCE)
         # Type "out = " on the empty line (line 4) in three incremental edits, then a correction.
