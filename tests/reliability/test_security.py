@@ -79,6 +79,8 @@ def audit_events(path: Path) -> list[dict]:
 def allowed_open(path: str, roots: list[Path]) -> bool:
     if path.startswith(("/proc/", "/sys/", "/dev/")):
         return True  # the OS describing the process and machine (torch, psutil-like reads): no user data
+    if path.startswith("__editable__.") and path.endswith(".__path_hook__"):
+        return True  # pip's editable-install finder, named as a path entry: not a file
     resolved = Path(path).resolve()
     if any(resolved.is_relative_to(root) for root in roots):
         return True
