@@ -74,6 +74,7 @@ def plan(
         suffix=context.suffix,
         language=context.language or "",
         max_new_tokens=completion.max_tokens_multi_line if multi_line else completion.max_tokens_single_line,
+        min_new_tokens=1,
         deadline=started + budget / 1000.0 if budget else None,
         n_candidates=completion.candidates,
         max_steps=completion.max_steps or None,

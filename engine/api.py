@@ -29,6 +29,8 @@ class InfillRequest:
     suffix: str = ""
     language: str = ""
     max_new_tokens: int = 64
+    # EOS is not allowed before this many tokens (an editor has no use for an empty middle).
+    min_new_tokens: int = 0
     # An absolute `time.monotonic()` instant; the sampler returns its best canvas once it passes.
     deadline: float | None = None
     n_candidates: int = 1
@@ -50,6 +52,8 @@ class InfillRequest:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
+        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError("min_new_tokens must be between 0 and max_new_tokens")
         if self.n_candidates < 1:
             raise ValueError("n_candidates must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:

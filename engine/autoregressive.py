@@ -48,6 +48,8 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
     reason: StopReason = "max_tokens"
     while True:
         logits = next_token_logits(engine.model, hidden, cap) + engine.bias  # [V]
+        if len(tokens) < request.min_new_tokens:
+            logits[engine.eos_ids] = float("-inf")
         steps += 1
         token = int(logits.argmax())
         if token in engine.format.eos_ids:

@@ -173,7 +173,11 @@ class LocalEngine:
         if anchor:
             init[:, length - len(anchor) :] = torch.tensor(anchor, device=self.device)
             fixed[:, length - len(anchor) :] = True
-        return CanvasSpec(init=init, fixed=fixed, middle_length=length - len(anchor), sticky=sticky)
+        written = request.max_new_tokens - left  # tokens earlier canvases already emitted
+        min_tokens = min(max(0, request.min_new_tokens - written), length - len(anchor))
+        return CanvasSpec(
+            init=init, fixed=fixed, middle_length=length - len(anchor), sticky=sticky, min_tokens=min_tokens
+        )
 
     def _collect(self, rows: list[_Row], tokens: torch.Tensor, confidence: torch.Tensor, left: int) -> None:
         for row, row_tokens, row_confidence in zip(rows, tokens.tolist(), confidence.tolist(), strict=True):

@@ -63,6 +63,7 @@ class CanvasSpec:
     # [B, C] bool: positions that fall back to their `init` token, not to noise, when not accepted
     # (a seed the model should change only where it is confident: rewrites, typing through).
     sticky: torch.Tensor | None = None
+    min_tokens: int = 0  # canvas positions where EOS may not be chosen (the middle is at least this long)
 
     def __post_init__(self) -> None:
         if not self.middle_length:
@@ -176,6 +177,8 @@ def denoise(
             decoder_position_ids=positions,
         )
         scaled = out.logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
+        if spec.min_tokens:
+            scaled[:, : spec.min_tokens, eos_ids] = _SUPPRESS
         forward_s += time.perf_counter() - forward_start
         steps += 1
         log_probs = scaled.mul_(1.0 / temperature(settings, remaining)).log_softmax(dim=-1)

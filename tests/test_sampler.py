@@ -10,7 +10,14 @@ import torch
 
 from engine import InfillRequest, load_engine
 from engine.prompt_cache import common_prefix_length
-from engine.sampler import SamplerSettings, entropy_bound_accept, temperature
+from engine.sampler import (
+    CanvasSpec,
+    SamplerSettings,
+    denoise,
+    entropy_bound_accept,
+    noise_canvas,
+    temperature,
+)
 
 
 class ForwardSpy(torch.nn.Module):
@@ -220,3 +227,22 @@ def test_a_seed_and_an_anchor_both_fit_with_every_fixed_position_kept(engine):
     )  # fmt: skip
     result = engine.infill(request)
     assert list(result.candidates[0].token_ids[: len(seed_ids)]) == seed_ids
+
+
+def test_min_new_tokens_keeps_eos_out_of_the_first_positions(engine):
+    # A bias that makes EOS win everywhere: only the positions min_tokens protects hold anything else.
+    engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=16, max_steps=1))
+    eos = engine.format.special.eos
+    favour_eos = engine.bias.clone()
+    favour_eos[eos] = 60.0
+    generator = torch.Generator().manual_seed(0)
+    init = noise_canvas(1, 16, favour_eos.shape[0], generator)
+    spec = CanvasSpec(init=init, fixed=torch.zeros(1, 16, dtype=torch.bool), min_tokens=2)
+    settings = SamplerSettings(max_steps=3)
+    outcome = denoise(
+        engine.model, engine.prompt_cache.cache, spec, settings, favour_eos, engine.eos_ids, generator
+    )
+    tokens = outcome.tokens[0].tolist()
+    assert eos not in tokens[:2] and tokens[2:] == [eos] * 14
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        InfillRequest(prefix="x", min_new_tokens=5, max_new_tokens=4)

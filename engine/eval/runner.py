@@ -169,6 +169,7 @@ def request_for(item: Item, options: EvalOptions) -> InfillRequest:
         suffix=item.suffix,
         language=item.language,
         max_new_tokens=item.max_new_tokens,
+        min_new_tokens=1,  # every reference middle has text; both decoders must write some
         max_steps=options.max_steps,
     )
 
