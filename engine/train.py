@@ -52,6 +52,9 @@ class TrainConfig:
     self_conditioning_rate: float = 0.5
     min_noise: float = 0.02
     ema_decay: float = 0.999
+    # Canvas positions after the middle's EOS (the EOS fill) weigh this much in the loss: at full
+    # weight they are most of every canvas, and the model learned to answer EOS first (2026-12-02).
+    eos_tail_weight: float = 0.1
     bf16: bool = True
     seed: int = 0
 
@@ -141,8 +144,17 @@ def losses(
         with torch.no_grad():
             self_conditioning = model(**decoder_kwargs).logits.detach()
     logits = model(**decoder_kwargs, self_conditioning_logits=self_conditioning).logits
-    diffusion_loss = F.cross_entropy(logits.float().flatten(0, 1), target.flatten())
+    per_position = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none")
+    weights = canvas_weights(target, model.config.get_text_config().eos_token_id, cfg.eos_tail_weight)
+    diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
     return diffusion_loss, ar_loss
+
+
+def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.Tensor:
+    """1 for the middle and its EOS, `tail_weight` for the EOS fill after it ([B, C])."""
+    is_eos = (target == eos).long()
+    after_first = (is_eos.cumsum(dim=-1) - is_eos) > 0
+    return torch.where(after_first, tail_weight, 1.0)
 
 
 class Run:
@@ -370,16 +382,20 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--raw", action="store_true", help="export the raw weights instead of the EMA")
     ex.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="weights on disk")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(format="%(asctime)s %(message)s")
+    logger.setLevel(logging.INFO)
     if args.command == "tokenizer":
         make_tokenizer(args)
     elif args.command == "run":
-        if args.run:
-            handler = logging.FileHandler(Path(args.run) / "train.log") if Path(args.run).exists() else None
-            if handler:
-                handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-                logging.getLogger().addHandler(handler)
-        train(args)
+        Path(args.run).mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(Path(args.run) / "train.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        try:
+            train(args)
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
     else:
         export(args)
 

@@ -95,7 +95,8 @@ def choose_span(doc: Document, rng: random.Random, kind: str) -> Span | None:
         count = rng.choice((1, 1, 2, 3, 4))
         index = lines.index((line_start, line_end))
         last_end = lines[min(index + count - 1, len(lines) - 1)][1]
-        return Span(content_start, last_end, kind)
+        # Editors put the cursor after the indentation; benchmarks (and some editors) at column 0.
+        return Span(content_start if rng.random() < 0.5 else line_start, last_end, kind)
     if kind == "block":
         return _block_span(text, lines, rng)
     if kind == "brackets":

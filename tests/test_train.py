@@ -1,0 +1,100 @@
+"""The trainer, end to end on a tiny config: tokenizer, a few steps, resume, export, load."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine import InfillRequest, load_engine
+from engine.prompts import FimFormat
+from engine.tokenizer import load_tokenizer
+from engine.train import canvas_weights, main
+from engine.training_data import Document, choose_span, examples
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def corpus(folder: Path) -> Path:
+    """A corpus folder in the corpus builder's format, from fixture sources (never benchmark code)."""
+    (folder / "train").mkdir(parents=True)
+    rows = [
+        {
+            "path": str(p),
+            "language": "python",
+            "source": "fixtures",
+            "license": "PSF-2.0",
+            "text": p.read_text(),
+        }
+        for p in sorted(FIXTURES.rglob("*.py"))
+    ]
+    (folder / "train" / "python-00000.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return folder
+
+
+def test_train_resume_export_and_load(tmp_path):
+    data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
+    main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
+    common = [
+        "run",
+        "--corpus",
+        str(data),
+        "--run",
+        str(run),
+        "--shape",
+        "tiny",
+        "--batch-size",
+        "2",
+        "--threads",
+        "1",
+    ]
+    main([*common, "--steps", "3", "--log-every", "1"])
+    progress = json.loads((run / "state" / "progress.json").read_text())
+    assert progress["step"] == 3 and progress["tokens"] > 0
+    log = (run / "train.log").read_text()
+    assert "step 3 diff" in log
+    main([*common, "--steps", "2", "--log-every", "1"])  # resumes: the step count goes on
+    assert json.loads((run / "state" / "progress.json").read_text())["step"] == 5
+    main(["export", "--run", str(run), "--out", str(tmp_path / "model")])
+    exported = tmp_path / "model"
+    assert json.loads((exported / "training.json").read_text())["step"] == 5
+    assert not list(exported.glob("*.bin")) and list(exported.glob("*.safetensors"))
+    engine = load_engine(str(exported), device="cpu")
+    result = engine.infill(InfillRequest(prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=8))
+    assert result.steps >= 1
+
+
+def test_the_eos_fill_weighs_less_than_the_middle():
+    target = torch.tensor([[5, 6, 1, 1, 1]])
+    assert canvas_weights(target, eos=1, tail_weight=0.1)[0].tolist() == pytest.approx([1, 1, 1, 0.1, 0.1])
+
+
+def test_examples_follow_the_fim_layout_and_end_their_middle_with_eos(tiny_engine):
+    fmt: FimFormat = tiny_engine.format
+    text = (FIXTURES / "tiny_model" / "corpus_textwrap.py").read_text()
+    stream = examples([Document(text, "python")], fmt, random.Random(0), prompt_budget=128, canvas=16)
+    for _ in range(20):
+        example = next(stream)
+        assert len(example.target) == 16
+        assert example.prompt[1] == fmt.special.fim_suffix and fmt.special.fim_middle in example.prompt
+        assert len(example.prompt) <= 128 + 4 * 16 + 4
+        if example.middle_rest[-1] == fmt.special.eos and len(example.middle_rest) <= 16:
+            assert fmt.special.eos in example.target  # a middle that ends in this canvas says so
+
+
+def test_spans_look_like_editor_completions():
+    doc = Document("def f(x):\n    if x:\n        return 1\n    return 2\n", "python")
+    rng = random.Random(1)
+    for kind in ("rest_of_line", "lines", "block", "brackets"):
+        span = choose_span(doc, rng, kind)
+        assert span is not None and 0 <= span.start < span.end <= len(doc.text), kind
+    block = choose_span(doc, random.Random(3), "block")
+    assert doc.text[block.start : block.end].strip().startswith(("if x:", "return 1"))
+
+
+def test_tokenizer_has_the_special_tokens_at_fixed_ids(tiny_model_dir):
+    tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")
+    assert [tokenizer.token_to_id(t) for t in ("<pad>", "<eos>", "<bos>")] == [0, 1, 2]
