@@ -224,10 +224,15 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
     )
 
 
-def learning_rate(cfg: TrainConfig, step: int) -> float:
-    # Warmup, then constant: the run has no planned end (it continues session after session);
-    # the EMA weights we export play the role of a decayed learning rate.
-    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+def learning_rate(cfg: TrainConfig, step: int, cooldown: dict | None = None) -> float:
+    # Warmup, then constant: the run has no planned end (it continues session after session).
+    # A cooldown branch (a copy of the run, `--cooldown-steps N`) decays linearly to a tenth over
+    # N steps: the warmup-stable-decay recipe, where the stable run goes on from before the branch.
+    rate = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+    if cooldown:
+        done = min(1.0, max(0, step - cooldown["from"]) / cooldown["steps"])
+        rate *= 1.0 - 0.9 * done
+    return rate
 
 
 def train(args: argparse.Namespace) -> None:
@@ -256,6 +261,9 @@ def train(args: argparse.Namespace) -> None:
     else:
         ema = {k: v.clone().float() for k, v in parameters(model).items()}
         progress = {"step": 0, "tokens": 0, "seconds": 0.0, "canvas_tokens": 0}
+    if args.cooldown_steps and "cooldown" not in progress:
+        progress["cooldown"] = {"from": progress["step"], "steps": args.cooldown_steps}
+    cooldown = progress.get("cooldown")
     rng = random.Random(cfg.seed * 1_000_003 + progress["step"])
     gen = torch.Generator(device=device).manual_seed(cfg.seed + progress["step"])
     languages = set(args.languages.split(",")) if args.languages else None
@@ -277,6 +285,7 @@ def train(args: argparse.Namespace) -> None:
         not stop["now"]
         and time.monotonic() < deadline
         and (not args.steps or progress["step"] < started_step + args.steps)
+        and (not cooldown or progress["step"] < cooldown["from"] + cooldown["steps"])
     ):
         step_start = time.perf_counter()
         budget = rng.choice(cfg.prompt_budgets)
@@ -284,7 +293,7 @@ def train(args: argparse.Namespace) -> None:
         stream = examples(documents, fmt, rng, budget, canvas)
         batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, progress["step"])
+            group["lr"] = learning_rate(cfg, progress["step"], cooldown)
         with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
             diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device)
         loss = diffusion_loss + cfg.ar_weight * ar_loss
@@ -305,7 +314,7 @@ def train(args: argparse.Namespace) -> None:
             d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
             logger.info(
                 "step %d diff %.3f ar %.3f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok %.2f h",
-                progress["step"], d, a, learning_rate(cfg, progress["step"]), s * 1000, t / s,
+                progress["step"], d, a, learning_rate(cfg, progress["step"], cooldown), s * 1000, t / s,
                 progress["tokens"] / 1e6, progress["seconds"] / 3600,
             )  # fmt: skip
             window.clear()
@@ -374,6 +383,10 @@ def main(argv: list[str] | None = None) -> None:
     tr.add_argument("--no-bf16", action="store_true")
     tr.add_argument("--hours", type=float, default=0)
     tr.add_argument("--steps", type=int, default=0)
+    tr.add_argument(
+        "--cooldown-steps", type=int, default=0,
+        help="decay the learning rate to a tenth over N steps, then stop (run it on a copy of the run)",
+    )  # fmt: skip
     tr.add_argument("--log-every", type=int, default=20)
     tr.add_argument("--save-every-min", type=float, default=10)
     ex = sub.add_parser("export", help="write the run's EMA weights as a checkpoint folder")

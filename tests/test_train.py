@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
-from engine.train import canvas_weights, main
+from engine.train import TrainConfig, canvas_weights, learning_rate, main
 from engine.training_data import Document, choose_span, examples
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -65,6 +66,23 @@ def test_train_resume_export_and_load(tmp_path):
     engine = load_engine(str(exported), device="cpu")
     result = engine.infill(InfillRequest(prefix="def f(x):\n    return ", suffix="\n", max_new_tokens=8))
     assert result.steps >= 1
+    branch = tmp_path / "cooldown"
+    shutil.copytree(run, branch)  # a cooldown runs on a copy; the stable run goes on from step 5
+    main([*common[:4], str(branch), *common[5:], "--cooldown-steps", "3", "--log-every", "1"])
+    progress = json.loads((branch / "state" / "progress.json").read_text())
+    assert progress["step"] == 8 and progress["cooldown"] == {"from": 5, "steps": 3}
+    main([*common[:4], str(branch), *common[5:], "--log-every", "1"])  # a finished cooldown stays finished
+    assert json.loads((branch / "state" / "progress.json").read_text())["step"] == 8
+
+
+def test_learning_rate_warms_up_holds_and_cools_down_to_a_tenth():
+    cfg = TrainConfig(lr=1e-3, warmup_steps=10)
+    assert learning_rate(cfg, 0) == pytest.approx(1e-4)
+    assert learning_rate(cfg, 5000) == pytest.approx(1e-3)
+    cooldown = {"from": 5000, "steps": 100}
+    assert learning_rate(cfg, 5000, cooldown) == pytest.approx(1e-3)
+    assert learning_rate(cfg, 5050, cooldown) == pytest.approx(5.5e-4)
+    assert learning_rate(cfg, 5100, cooldown) == pytest.approx(1e-4)
 
 
 def test_the_eos_fill_weighs_less_than_the_middle():

@@ -34,8 +34,6 @@ def figures(request: pytest.FixtureRequest) -> dict[str, object]:
     return request.config.stash[FIGURES]
 
 
-
-
 @pytest.fixture(scope="session")
 def long_mode(request: pytest.FixtureRequest) -> bool:
     # getoption with a default: the option exists only when this conftest was loaded at startup.
