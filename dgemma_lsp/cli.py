@@ -127,7 +127,7 @@ def complete(args: argparse.Namespace) -> int:
         completion=CompletionOptions(latency_budget_ms=args.budget_ms, candidates=args.candidates)
     )
     started = time.monotonic()
-    planned = plan(files.snapshot(uri), cursor, options, engine.count_tokens, started)
+    planned = plan(files.snapshot(uri), cursor, options, engine, started)
     result = engine.infill(planned.request)
     outcome = finish(planned, result)
     latency_ms = (time.monotonic() - started) * 1000

@@ -99,7 +99,7 @@ class Completer:
         is_current: Callable[[], bool],
     ) -> Answer | None:
         """The answer at `cursor`, or None when it was superseded or the text moved on meanwhile."""
-        planned = plan(snapshot, cursor, options, engine.count_tokens, started)
+        planned = plan(snapshot, cursor, options, engine, started)
         context = planned.context
         shown = self.shown.get(uri)
         if shown is not None and (rest := typed_through(shown, context)):
@@ -153,7 +153,7 @@ class Completer:
         self, uri: str, snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float
     ):
         """Start computing the completion the user will ask for next (right after an accept)."""
-        planned = plan(snapshot, cursor, options, engine.count_tokens, started)
+        planned = plan(snapshot, cursor, options, engine, started)
         key = context_key(planned.context)
         if key in self.cache:
             return

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Language
 
-from dgemma_lsp.context import CompletionContext, ContextOptions, TokenCounter, build_context
-from dgemma_lsp.options import Options
+from dgemma_lsp.context import CompletionContext, ContextOptions, build_context
+from dgemma_lsp.options import Options, completion_budget_ms
 from dgemma_lsp.postprocess import Shape, postprocess
 from dgemma_lsp.repair import introduced_errors, repair_request
 from dgemma_lsp.workspace import Snapshot
@@ -52,14 +52,12 @@ def context_options(options: Options) -> ContextOptions:
     )
 
 
-def plan(
-    snapshot: Snapshot, cursor: int, options: Options, count_tokens: TokenCounter, started: float
-) -> Plan:
+def plan(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float) -> Plan:
     """The context at `cursor` and the engine request for it; `started` is the request's monotonic time."""
     context = build_context(
         snapshot.document.lines,
         cursor,
-        count_tokens=count_tokens,
+        count_tokens=engine.count_tokens,
         spec=snapshot.spec,
         language_id=snapshot.document.language_id,
         tree=snapshot.tree,
@@ -68,7 +66,7 @@ def plan(
     )
     completion = options.completion
     multi_line = context.mode != "single_line"
-    budget = completion.latency_budget_ms
+    budget = completion_budget_ms(completion, engine.info.device)
     request = InfillRequest(
         prefix=context.prefix,
         suffix=context.suffix,

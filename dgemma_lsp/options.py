@@ -18,11 +18,24 @@ class WindowOptions:
     suffix_tokens: int = 256
 
 
+# The completion budget when none is set: a CPU step of the bundled model costs ~10-20 ms, a GPU step
+# of the 26B-A4B model a few ms, and the sampler answers sooner whenever the canvas settles.
+DEFAULT_BUDGET_MS = {"cpu": 250, "gpu": 150}
+
+
+def completion_budget_ms(options: CompletionOptions, device: str) -> int:
+    """The completion latency budget in force on `device` (an engine's device: cpu, cuda:0, mps)."""
+    if options.latency_budget_ms is not None:
+        return options.latency_budget_ms
+    return DEFAULT_BUDGET_MS["cpu" if device.startswith("cpu") else "gpu"]
+
+
 @dataclass(frozen=True)
 class CompletionOptions:
     # Wall-clock budget from request to answer; the sampler returns its best canvas when it is spent.
-    # 0: no deadline (the sampler runs until it converges or reaches its step limit).
-    latency_budget_ms: int = 250
+    # 0: no deadline (the sampler runs until it converges or reaches its step limit); unset: by the
+    # device the model runs on (DEFAULT_BUDGET_MS).
+    latency_budget_ms: int | None = None
     max_tokens_single_line: int = 32
     max_tokens_multi_line: int = 96
     candidates: int = 1
@@ -117,6 +130,8 @@ def _merge(current: Any, raw: dict, path: str, problems: list[str]) -> Any:
 
 
 def _check(name: str, hint: Any, value: Any) -> Any:
+    if hint == int | None:
+        return _check(name, int, value)
     if hint is bool:
         return value if isinstance(value, bool) else None
     if hint is int:

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from dgemma_lsp.options import Options, parse_options
+from dgemma_lsp.options import Options, completion_budget_ms, parse_options
 from dgemma_lsp.scheduler import Scheduler, Superseded
 
 
@@ -16,6 +16,16 @@ def test_camel_case_options_under_a_dgemma_key():
     assert problems == []
     assert options.model == "/m" and options.completion.latency_budget_ms == 80
     assert options.context == Options().context
+
+
+def test_the_latency_budget_follows_the_device_unless_set():
+    unset = Options().completion
+    assert completion_budget_ms(unset, "cpu") == 250
+    assert completion_budget_ms(unset, "cuda:0") == completion_budget_ms(unset, "mps") == 150
+    options, _ = parse_options({"completion": {"latencyBudgetMs": 0}})
+    assert completion_budget_ms(options.completion, "cuda") == 0  # 0: no deadline, on any device
+    options, problems = parse_options({"completion": {"latencyBudgetMs": -5}})
+    assert options.completion.latency_budget_ms is None and "latencyBudgetMs" in problems[0]
 
 
 def test_bad_options_are_reported_and_defaults_kept():

@@ -61,7 +61,7 @@ def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
     files.open("file:///m.py", "python", 1, text)
     cursor = text.index("sum(values)") + len("sum(values)")  # the file parses with nothing added here
     options = Options(completion=CompletionOptions(latency_budget_ms=0, max_steps=4))
-    planned = plan(files.snapshot("file:///m.py"), cursor, options, tiny_engine.count_tokens, 0.0)
+    planned = plan(files.snapshot("file:///m.py"), cursor, options, tiny_engine, 0.0)
     recording = RecordingEngine(tiny_engine)
     outcome = complete_with_repair(planned, recording, planned.request)
     # The random tiny model writes noise; noise breaks Python's parse, so a repair pass ran.

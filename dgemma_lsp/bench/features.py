@@ -35,7 +35,7 @@ def _plan(engine: Engine, item: Item, **completion):
     uri = f"file:///bench/{item.id.replace('/', '_')}"
     files.open(uri, item.language, 1, item.prefix + item.suffix)
     options = Options(completion=CompletionOptions(latency_budget_ms=0, **completion))
-    return plan(files.snapshot(uri), len(item.prefix), options, engine.count_tokens, time.monotonic())
+    return plan(files.snapshot(uri), len(item.prefix), options, engine, time.monotonic())
 
 
 def anchoring(engine: Engine, items: list[Item]) -> dict:

@@ -14,7 +14,8 @@ export interface ServerOptions {
   threads: number;
   context: { prefixTokens: number; suffixTokens: number };
   completion: {
-    latencyBudgetMs: number;
+    /** Absent: the server picks by device (250 ms on CPU, 150 on a GPU). */
+    latencyBudgetMs?: number;
     maxTokensSingleLine: number;
     maxTokensMultiLine: number;
     candidates: number;
@@ -30,7 +31,6 @@ export const DEFAULT_SERVER_OPTIONS: ServerOptions = {
   threads: 0,
   context: { prefixTokens: 768, suffixTokens: 256 },
   completion: {
-    latencyBudgetMs: 250,
     maxTokensSingleLine: 32,
     maxTokensMultiLine: 96,
     candidates: 1,
@@ -48,6 +48,12 @@ function text(read: SettingReader, key: string, fallback: string): string {
 function count(read: SettingReader, key: string, fallback: number, least: number): number {
   const value = read(key);
   return typeof value === "number" && Number.isInteger(value) && value >= least ? value : fallback;
+}
+
+/** `{[name]: value}` when the setting holds a whole number of at least `least`, else `{}` (unset). */
+function optionalCount(read: SettingReader, key: string, name: string, least: number): Record<string, number> {
+  const value = read(key);
+  return typeof value === "number" && Number.isInteger(value) && value >= least ? { [name]: value } : {};
 }
 
 function words(read: SettingReader, key: string): string[] {
@@ -71,7 +77,7 @@ export function serverOptions(read: SettingReader): ServerOptions {
       suffixTokens: count(read, "context.suffixTokens", d.context.suffixTokens, 1),
     },
     completion: {
-      latencyBudgetMs: count(read, "completion.latencyBudgetMs", d.completion.latencyBudgetMs, 0),
+      ...optionalCount(read, "completion.latencyBudgetMs", "latencyBudgetMs", 0),
       maxTokensSingleLine: count(read, "completion.maxTokensSingleLine", d.completion.maxTokensSingleLine, 1),
       maxTokensMultiLine: count(read, "completion.maxTokensMultiLine", d.completion.maxTokensMultiLine, 1),
       candidates: count(read, "completion.candidates", d.completion.candidates, 1),

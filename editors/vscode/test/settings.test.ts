@@ -52,3 +52,14 @@ test("an empty language list enables every language", () => {
   assert.ok(languageEnabled(["python"], "python"));
   assert.ok(!languageEnabled(["python"], "rust"));
 });
+
+test("an unset or invalid latency budget is not sent, so the server picks one by device", () => {
+  for (const value of [undefined, null, -3, 2.5]) {
+    const options = serverOptions((key) => (key === "completion.latencyBudgetMs" ? value : undefined));
+    assert.equal("latencyBudgetMs" in options.completion, false, String(value));
+  }
+  assert.equal(
+    serverOptions((key) => (key === "completion.latencyBudgetMs" ? 90 : undefined)).completion.latencyBudgetMs,
+    90,
+  );
+});
