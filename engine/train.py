@@ -3,13 +3,17 @@
     python -m engine.train tokenizer --corpus data/corpus --run runs/small --vocab-size 8192
     python -m engine.train run --corpus data/corpus --run runs/small --shape small --threads 2
     python -m engine.train export --run runs/small --out engine/default
+    python -m engine.train snapshot --run runs/small --out engine/campaign
+    python -m engine.train run --corpus data/corpus --run runs/small --from-snapshot engine/campaign
 
 One step: the encoder reads prompt + middle + EOS causally (one pass; next-token loss on all of it),
 its cache is cropped back to the prompt, and the decoder denoises the canvas against that cache:
 uniform-state noise at a rate t ~ U(0.02, 1), loss on every canvas position, self-conditioning on
 its own no-grad prediction half the time. The run saves its state (safetensors + JSON, no pickle)
 every few minutes and on SIGTERM/SIGINT, and resumes from it, so it can run in the background of
-any session.
+any session. A session's run folder does not outlive the session, so at its end the run is packed
+into `engine/campaign/` (raw and EMA weights in bf16, progress, config, tokenizer: ~44 MB, committed)
+and the next session's run starts from that snapshot with fresh optimizer moments and a short re-warmup.
 """
 
 from __future__ import annotations
@@ -224,20 +228,61 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
     )
 
 
-def learning_rate(cfg: TrainConfig, step: int, cooldown: dict | None = None) -> float:
+def learning_rate(
+    cfg: TrainConfig, step: int, cooldown: dict | None = None, rewarm: dict | None = None
+) -> float:
     # Warmup, then constant: the run has no planned end (it continues session after session).
     # A cooldown branch (a copy of the run, `--cooldown-steps N`) decays linearly to a tenth over
     # N steps: the warmup-stable-decay recipe, where the stable run goes on from before the branch.
+    # A run restarted from a snapshot has fresh Adam moments, so it warms up again (`rewarm`).
     rate = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+    if rewarm:
+        rate *= min(1.0, (step - rewarm["from"] + 1) / rewarm["steps"])
     if cooldown:
         done = min(1.0, max(0, step - cooldown["from"]) / cooldown["steps"])
         rate *= 1.0 - 0.9 * done
     return rate
 
 
+SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json")
+
+
+def snapshot(args: argparse.Namespace) -> None:
+    """Pack a run into a folder small enough to commit: what a later session needs to go on training."""
+    run, out = Run(Path(args.run)), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("model", "ema"):
+        weights = load_file(run.state / f"{name}.safetensors")
+        packed = {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}
+        save_file(packed, out / f"{name}.safetensors")
+    progress = json.loads((run.state / "progress.json").read_text())
+    for per_run in ("adam_steps", "cooldown", "rewarm"):  # the next run gets its own
+        progress.pop(per_run, None)
+    (out / "progress.json").write_text(json.dumps(progress, indent=1))
+    (out / "config.json").write_text((run.folder / "config.json").read_text())
+    (out / "tokenizer.json").write_text(run.tokenizer_path.read_text())
+    logger.info("snapshot of step %d in %s", progress["step"], out)
+
+
+def seed_run_from_snapshot(run: Run, source: Path) -> None:
+    """Copy a snapshot's config and tokenizer into a new run folder; weights load in train()."""
+    needed = (*SNAPSHOT_FILES, "model.safetensors", "ema.safetensors")
+    missing = [name for name in needed if not (source / name).exists()]
+    if missing:
+        raise SystemExit(f"{source} is not a training snapshot: missing {', '.join(missing)}")
+    for name in ("config.json", "tokenizer.json"):
+        (run.folder / name).write_text((source / name).read_text())
+
+
 def train(args: argparse.Namespace) -> None:
     run = Run(Path(args.run))
     run.folder.mkdir(parents=True, exist_ok=True)
+    from_snapshot = Path(args.from_snapshot) if args.from_snapshot else None
+    if from_snapshot and (run.state / "progress.json").exists():
+        logger.info("the run has its own state: resuming it, not %s", from_snapshot)
+        from_snapshot = None
+    elif from_snapshot:
+        seed_run_from_snapshot(run, from_snapshot)
     config_path = run.folder / "config.json"
     if config_path.exists():
         saved = json.loads(config_path.read_text())
@@ -258,12 +303,19 @@ def train(args: argparse.Namespace) -> None:
     if (run.state / "progress.json").exists():
         ema, progress = run.load(model, optimizer)
         logger.info("resumed at step %d", progress["step"])
+    elif from_snapshot:
+        weights = {k: v.float() for k, v in load_file(from_snapshot / "model.safetensors").items()}
+        model.load_state_dict(weights, strict=False)
+        ema = {k: v.float() for k, v in load_file(from_snapshot / "ema.safetensors").items()}
+        progress = json.loads((from_snapshot / "progress.json").read_text())
+        progress["rewarm"] = {"from": progress["step"], "steps": max(1, cfg.warmup_steps // 3)}
+        logger.info("started from the snapshot in %s at step %d", from_snapshot, progress["step"])
     else:
         ema = {k: v.clone().float() for k, v in parameters(model).items()}
         progress = {"step": 0, "tokens": 0, "seconds": 0.0, "canvas_tokens": 0}
     if args.cooldown_steps and "cooldown" not in progress:
         progress["cooldown"] = {"from": progress["step"], "steps": args.cooldown_steps}
-    cooldown = progress.get("cooldown")
+    cooldown, rewarm = progress.get("cooldown"), progress.get("rewarm")
     rng = random.Random(cfg.seed * 1_000_003 + progress["step"])
     gen = torch.Generator(device=device).manual_seed(cfg.seed + progress["step"])
     languages = set(args.languages.split(",")) if args.languages else None
@@ -293,7 +345,7 @@ def train(args: argparse.Namespace) -> None:
         stream = examples(documents, fmt, rng, budget, canvas)
         batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, progress["step"], cooldown)
+            group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm)
         with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
             diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device)
         loss = diffusion_loss + cfg.ar_weight * ar_loss
@@ -312,9 +364,10 @@ def train(args: argparse.Namespace) -> None:
         window.append((diffusion_loss.item(), ar_loss.item(), elapsed, int(batch.encoder_mask.sum())))
         if progress["step"] % args.log_every == 0:
             d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
+            rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
             logger.info(
                 "step %d diff %.3f ar %.3f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok %.2f h",
-                progress["step"], d, a, learning_rate(cfg, progress["step"], cooldown), s * 1000, t / s,
+                progress["step"], d, a, rate, s * 1000, t / s,
                 progress["tokens"] / 1e6, progress["seconds"] / 3600,
             )  # fmt: skip
             window.clear()
@@ -387,6 +440,10 @@ def main(argv: list[str] | None = None) -> None:
         "--cooldown-steps", type=int, default=0,
         help="decay the learning rate to a tenth over N steps, then stop (run it on a copy of the run)",
     )  # fmt: skip
+    tr.add_argument(
+        "--from-snapshot", default="",
+        help="start a new run from a snapshot folder (`snapshot`); ignored once the run has its own state",
+    )  # fmt: skip
     tr.add_argument("--log-every", type=int, default=20)
     tr.add_argument("--save-every-min", type=float, default=10)
     ex = sub.add_parser("export", help="write the run's EMA weights as a checkpoint folder")
@@ -394,6 +451,9 @@ def main(argv: list[str] | None = None) -> None:
     ex.add_argument("--out", required=True)
     ex.add_argument("--raw", action="store_true", help="export the raw weights instead of the EMA")
     ex.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="weights on disk")
+    sn = sub.add_parser("snapshot", help="pack a run's weights and progress into a committable folder")
+    sn.add_argument("--run", required=True)
+    sn.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(message)s")
     logger.setLevel(logging.INFO)
@@ -409,6 +469,8 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             logger.removeHandler(handler)
             handler.close()
+    elif args.command == "snapshot":
+        snapshot(args)
     else:
         export(args)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
@@ -75,6 +76,30 @@ def test_train_resume_export_and_load(tmp_path):
     assert json.loads((branch / "state" / "progress.json").read_text())["step"] == 8
 
 
+def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
+    # What a session commits at its end (the run folder does not outlive the session) and the next
+    # session starts from: weights, EMA, progress, config and tokenizer; no optimizer state.
+    data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
+    main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
+    common = ["--corpus", str(data), "--shape", "tiny", "--batch-size", "2", "--threads", "1"]
+    main(["run", "--run", str(run), *common, "--steps", "3"])
+    packed = tmp_path / "campaign"
+    main(["snapshot", "--run", str(run), "--out", str(packed)])
+    assert sorted(p.name for p in packed.iterdir()) == [
+        "config.json", "ema.safetensors", "model.safetensors", "progress.json", "tokenizer.json",
+    ]  # fmt: skip
+    assert all(t.dtype == torch.bfloat16 for t in load_file(packed / "model.safetensors").values())
+    fresh = tmp_path / "next-session"
+    main(["run", "--run", str(fresh), *common, "--from-snapshot", str(packed), "--steps", "2"])
+    progress = json.loads((fresh / "state" / "progress.json").read_text())
+    assert progress["step"] == 5 and progress["rewarm"]["from"] == 3
+    assert (fresh / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
+    main(["run", "--run", str(fresh), *common, "--from-snapshot", str(packed), "--steps", "1"])
+    assert json.loads((fresh / "state" / "progress.json").read_text())["step"] == 6  # its own state wins
+    with pytest.raises(SystemExit, match="not a training snapshot"):
+        main(["run", "--run", str(tmp_path / "x"), *common, "--from-snapshot", str(tmp_path / "corpus")])
+
+
 def test_learning_rate_warms_up_holds_and_cools_down_to_a_tenth():
     cfg = TrainConfig(lr=1e-3, warmup_steps=10)
     assert learning_rate(cfg, 0) == pytest.approx(1e-4)
@@ -83,6 +108,9 @@ def test_learning_rate_warms_up_holds_and_cools_down_to_a_tenth():
     assert learning_rate(cfg, 5000, cooldown) == pytest.approx(1e-3)
     assert learning_rate(cfg, 5050, cooldown) == pytest.approx(5.5e-4)
     assert learning_rate(cfg, 5100, cooldown) == pytest.approx(1e-4)
+    rewarm = {"from": 5000, "steps": 10}  # restarted from a snapshot: fresh moments, short warmup
+    assert learning_rate(cfg, 5000, rewarm=rewarm) == pytest.approx(1e-4)
+    assert learning_rate(cfg, 5020, rewarm=rewarm) == pytest.approx(1e-3)
 
 
 def test_the_eos_fill_weighs_less_than_the_middle():
