@@ -193,3 +193,19 @@ async def test_stats_request_reports_what_the_server_measured(tiny_model_dir):
         assert stats.overhead.p50_ms >= 0 and stats.peak_rss_mb > 50
         after = await client.protocol.send_request_async("dgemma/stats", None)
         assert after.answered == 0
+
+
+async def test_several_candidates_come_back_distinct_and_at_the_cursor(tiny_model_dir):
+    # One batched pass with different noise seeds; duplicates are dropped, the rest ranked.
+    typed_line = "    result = "
+    source = SOURCE.replace("\n    \n", f"\n{typed_line}\n")
+    col = len(typed_line)
+    options = {"completion": {"latencyBudgetMs": 0, "candidates": 3}}
+    async with lsp_session(tiny_model_dir, options=options) as (client, _):
+        open_document(client, URI, source)
+        result = await inline(client, URI, 4, col)
+        texts = [item.insert_text for item in result.items]
+        assert 2 <= len(texts) <= 3, f"random weights write different text per seed: {texts!r}"
+        assert len(set(texts)) == len(texts)
+        cursor = types.Position(line=4, character=col)
+        assert all(item.range == types.Range(start=cursor, end=cursor) for item in result.items)
