@@ -15,7 +15,7 @@ from tree_sitter import Language
 from dgemma_lsp.context import CompletionContext, ContextOptions, build_context
 from dgemma_lsp.options import Options, completion_budget_ms
 from dgemma_lsp.postprocess import Shape, postprocess
-from dgemma_lsp.repair import introduced_errors, repair_request
+from dgemma_lsp.repair import ParseCheck, repair_request
 from dgemma_lsp.workspace import Snapshot
 from engine import Candidate, Engine, InfillRequest, InfillResult, Timings
 
@@ -137,14 +137,20 @@ def finish(planned: Plan, result: InfillResult) -> Outcome:
 
 
 def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) -> Outcome:
-    """Infill, post-process, and when the best proposal breaks the parse, repair it once (worker thread)."""
+    """Infill, post-process; when the best proposal breaks the parse, repair it once (worker thread).
+
+    What still breaks the parse after that is cut to its longest head that does not, or dropped.
+    """
     outcome = finish(planned, engine.infill(request))
-    if planned.grammar is None or not outcome.proposals or not hasattr(engine, "token_spans"):
+    if planned.grammar is None or not outcome.proposals:
         return outcome
-    context, best = planned.context, outcome.proposals[0]
-    spans = introduced_errors(planned.grammar, context.prefix, best.text, context.suffix)
-    if not spans or (request.cancel is not None and request.cancel.is_set()):
-        return outcome
+    check = ParseCheck(planned.grammar, planned.context.prefix, planned.context.suffix)
+    best = outcome.proposals[0]
+    spans = check.introduced(best.text)
+    if not spans or not hasattr(engine, "token_spans"):
+        return _parse_guarded(check, outcome)
+    if request.cancel is not None and request.cancel.is_set():
+        return outcome  # nobody waits for it: do no more work
     fix = repair_request(request, best.text, spans, engine.token_spans(best.text))
     try:
         repaired = finish(planned, engine.infill(fix))
@@ -153,14 +159,22 @@ def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) 
         logger.warning(
             "syntax repair failed, the completion is kept as it was: %s: %s", type(err).__name__, err
         )
-        return outcome
-    if not repaired.proposals:
-        return outcome
-    fixed_text = repaired.proposals[0].text
-    if introduced_errors(planned.grammar, context.prefix, fixed_text, context.suffix):
-        return outcome  # no better: keep the first answer (and its steps)
+        return _parse_guarded(check, outcome)
+    if not repaired.proposals or check.introduced(repaired.proposals[0].text):
+        return _parse_guarded(check, outcome)  # no better: the first answer, cut
+    proposals = (repaired.proposals[0], *outcome.proposals[1:])
     merged = _merged(outcome.result, repaired.result)
-    return Outcome(proposals=(repaired.proposals[0], *outcome.proposals[1:]), result=merged, repaired=True)
+    return _parse_guarded(check, Outcome(proposals=proposals, result=merged, repaired=True))
+
+
+def _parse_guarded(check: ParseCheck, outcome: Outcome) -> Outcome:
+    """Each proposal cut to its longest head that brings in no parse error; empty ones dropped."""
+    kept: list[Proposal] = []
+    for proposal in outcome.proposals:
+        head = check.preserving_head(proposal.text)
+        if head.strip() and head not in {p.text for p in kept}:
+            kept.append(replace(proposal, text=head))
+    return replace(outcome, proposals=tuple(kept))
 
 
 def _merged(first: InfillResult, second: InfillResult) -> InfillResult:

@@ -4,10 +4,14 @@ After denoising, prefix + completion + suffix is parsed with tree-sitter. Where 
 ERROR or MISSING nodes the code around it did not have, only the canvas tokens under those nodes
 are renoised (the rest stay fixed, prefix and suffix are never touched) and a few more steps run
 inside the deadline. Only a diffusion model can do this: it revises tokens in place.
+
+What repair cannot fix is cut: the completion shrinks to its longest head, at a line or word
+boundary, that brings in no parse error, and a completion with no such head is not offered.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from tree_sitter import Language, Node, Parser
@@ -15,6 +19,9 @@ from tree_sitter import Language, Node, Parser
 from engine import InfillRequest
 
 REPAIR_STEPS = 6
+# Heads tried when cutting a completion that breaks the parse: one parse each, longest first.
+MAX_CUTS = 12
+_WORD_END = re.compile(r"(?<=\w)(?=\W)|(?<=[)\]}'\"])")
 
 
 def error_spans(parser: Parser, text: str) -> list[tuple[int, int]]:
@@ -37,24 +44,54 @@ def error_spans(parser: Parser, text: str) -> list[tuple[int, int]]:
     ]
 
 
+class ParseCheck:
+    """Parse errors a middle brings into prefix + middle + suffix; the code around it is parsed once."""
+
+    def __init__(self, grammar: Language, prefix: str, suffix: str) -> None:
+        self.parser = Parser(grammar)
+        self.prefix, self.suffix = prefix, suffix
+        self.before = len(error_spans(self.parser, prefix + suffix))
+
+    def introduced(self, middle: str) -> list[tuple[int, int]]:
+        """Spans, in `middle`'s characters, of the errors it brings in; empty if it brings none."""
+        after = error_spans(self.parser, self.prefix + middle + self.suffix)
+        if len(after) <= self.before:
+            return []
+        start, end = len(self.prefix), len(self.prefix) + len(middle)
+        spans = []
+        for a, b in after:
+            if b < start or a > end + 1:
+                continue  # an error outside the completion (the windows cut code off)
+            # A MISSING node right after the middle means the middle should have written it: its last token.
+            a, b = max(a, start), min(max(b, a + 1), end)
+            spans.append((max(0, min(a, end - 1) - start), b - start))
+        if not spans:
+            spans.append((max(0, len(middle) - 1), len(middle)))  # the break shows later: revisit the end
+        return spans
+
+    def preserving_head(self, middle: str) -> str:
+        """`middle` if it brings in no parse error, else its longest such head ("" when there is none)."""
+        if not self.introduced(middle):
+            return middle
+        for point in cut_points(middle):
+            head = middle[:point]
+            if head.strip() and not self.introduced(head):
+                return head
+        return ""
+
+
 def introduced_errors(grammar: Language, prefix: str, middle: str, suffix: str) -> list[tuple[int, int]]:
     """Spans, in `middle`'s characters, of parse errors the middle brings in; empty if it brings none."""
-    parser = Parser(grammar)
-    before = len(error_spans(parser, prefix + suffix))
-    after = error_spans(parser, prefix + middle + suffix)
-    if len(after) <= before:
-        return []
-    start, end = len(prefix), len(prefix) + len(middle)
-    spans = []
-    for a, b in after:
-        if b < start or a > end + 1:
-            continue  # an error outside the completion (the windows cut code off)
-        # A MISSING node right after the middle means the middle should have written it: its last token.
-        a, b = max(a, start), min(max(b, a + 1), end)
-        spans.append((max(0, min(a, end - 1) - start), b - start))
-    if not spans and len(after) > before:
-        spans.append((max(0, len(middle) - 1), len(middle)))  # the break shows later: revisit the end
-    return spans
+    return ParseCheck(grammar, prefix, suffix).introduced(middle)
+
+
+def cut_points(middle: str) -> list[int]:
+    """Where a completion may be cut, longest head first: line ends, and word ends in its first line."""
+    line_ends = [i + 1 for i, ch in enumerate(middle) if ch == "\n"]
+    first_line = middle.split("\n", 1)[0]
+    word_ends = [m.start() for m in _WORD_END.finditer(first_line)] + [len(first_line)]
+    points = {p for p in line_ends + word_ends if 0 < p < len(middle)}
+    return sorted(points, reverse=True)[:MAX_CUTS]
 
 
 def repair_request(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dgemma_lsp.completion import complete_with_repair, plan
 from dgemma_lsp.languages import LanguageRegistry
 from dgemma_lsp.options import CompletionOptions, Options
-from dgemma_lsp.repair import introduced_errors, repair_request
+from dgemma_lsp.repair import ParseCheck, cut_points, introduced_errors, repair_request
 from dgemma_lsp.workspace import OpenFiles
 from engine import InfillRequest
 
@@ -26,6 +26,18 @@ def test_an_extra_bracket_is_an_introduced_error_inside_the_completion():
 def test_errors_the_code_already_had_do_not_count():
     broken_prefix = "def f(x:\n    return (x"  # the file was broken before the completion
     assert introduced_errors(PYTHON, broken_prefix, " + 1", SUFFIX) == []
+
+
+def test_cut_points_are_line_ends_then_word_ends_longest_first():
+    assert cut_points("foo(a, b)\nbar()\n") == [10, 9, 8, 5, 3]  # line 1; then after ")", "b", "a", "foo"
+    assert cut_points("x") == []
+
+
+def test_what_breaks_the_parse_is_cut_to_its_longest_head_that_does_not():
+    check = ParseCheck(PYTHON, PREFIX, SUFFIX)
+    assert check.preserving_head(" + 1") == " + 1"  # nothing to cut
+    assert check.preserving_head(" + 1))") == " + 1"
+    assert check.preserving_head("))") == ""  # no head keeps the parse: not offered
 
 
 def test_the_repair_request_fixes_every_token_outside_the_broken_spans():
@@ -68,6 +80,9 @@ def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
     assert len(recording.requests) == 2
     first, fix = recording.requests
     assert (fix.prefix, fix.suffix) == (first.prefix, first.suffix)
+    # Whatever repair could not fix was cut: no proposal offered breaks the parse.
+    check = ParseCheck(PYTHON, planned.context.prefix, planned.context.suffix)
+    assert all(not check.introduced(p.text) and p.text.strip() for p in outcome.proposals)
     assert fix.fixed_positions and fix.seed_canvas
     seed_ids = tiny_engine.format.encode(fix.seed_canvas)
     if outcome.repaired:

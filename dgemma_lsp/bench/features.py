@@ -62,7 +62,7 @@ def parses(parser: Parser, text: str) -> bool:
 
 def repair(engine: Engine, items: list[Item]) -> dict:
     parser = Parser(LanguageRegistry().grammar("python"))
-    counts = {"without_repair": 0, "with_repair": 0, "n": 0, "repaired": 0}
+    counts = {"without_repair": 0, "with_repair": 0, "n": 0, "repaired": 0, "withheld": 0}
     for item in items:
         if not parses(parser, item.prefix + item.middle + item.suffix):
             continue  # the reference file itself does not parse: nothing to preserve
@@ -76,6 +76,7 @@ def repair(engine: Engine, items: list[Item]) -> dict:
         text = repaired.proposals[0].text if repaired.proposals else ""
         counts["with_repair"] += parses(parser, item.prefix + text + item.suffix)
         counts["repaired"] += repaired.repaired
+        counts["withheld"] += not repaired.proposals  # nothing kept the parse: nothing offered
     n = counts["n"]
     return {**counts, "rate_without": counts["without_repair"] / n if n else None,
             "rate_with": counts["with_repair"] / n if n else None}  # fmt: skip
