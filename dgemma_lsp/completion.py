@@ -8,6 +8,7 @@ call between them runs on the worker thread. Neither step knows about LSP types.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 
 from tree_sitter import Language
@@ -147,8 +148,9 @@ def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) 
     check = ParseCheck(planned.grammar, planned.context.prefix, planned.context.suffix)
     best = outcome.proposals[0]
     spans = check.introduced(best.text)
-    if not spans or not hasattr(engine, "token_spans"):
-        return _parse_guarded(check, outcome)
+    out_of_time = request.deadline is not None and time.monotonic() >= request.deadline
+    if not spans or out_of_time or not hasattr(engine, "token_spans"):
+        return _parse_guarded(check, outcome)  # repair runs inside the budget or not at all
     if request.cancel is not None and request.cancel.is_set():
         return outcome  # nobody waits for it: do no more work
     fix = repair_request(request, best.text, spans, engine.token_spans(best.text))

@@ -4,8 +4,8 @@ Uniform-state diffusion as DiffusionGemma does it: every step the decoder predic
 positions (seeing its own previous logits through self-conditioning), the lowest-entropy positions
 whose summed entropy stays under a bound are accepted, and all others are replaced by random tokens
 again. Our additions for an editor: fixed positions that never change, a deadline and a cancellation
-flag checked between steps (the best canvas so far is returned), and an early stop when the canvas
-is stable and confident up to its first EOS.
+flag checked between steps (the best canvas so far is returned, before a step that would overrun
+the deadline), and an early stop when the canvas is stable and confident up to its first EOS.
 
 Shapes: B = candidates, C = canvas length, V = vocabulary.
 """
@@ -168,7 +168,7 @@ def denoise(
     steps = 0
     forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
-        forward_start = time.perf_counter()
+        step_start = forward_start = time.perf_counter()
         out = model(
             decoder_input_ids=canvas,
             past_key_values=cache,
@@ -205,7 +205,9 @@ def denoise(
         if cancel is not None and cancel.is_set():
             reason = "cancelled"
             break
-        if deadline is not None and time.monotonic() >= deadline:
+        # Stop when the next step would end past the deadline (a step takes about as long as the
+        # last one), not only once it has passed: the answer then comes within its budget.
+        if deadline is not None and time.monotonic() + (time.perf_counter() - step_start) >= deadline:
             reason = "deadline"
             break
     if self_conditioning is not None and not bool(done.all()):
