@@ -45,12 +45,25 @@ def training_section(training: dict) -> str:
             f"on {config['self_conditioning_rate']:.0%} of steps, and a next-token loss on the encoder "
             f"(weight {config['ar_weight']}).",
             f"- Batch {config['batch_size']}, prompt budgets {config['prompt_budgets']} tokens, canvas "
-            f"lengths {config['canvas_lengths']}, AdamW lr {config['lr']}, EMA {config['ema_decay']} "
-            "(the shipped weights are the EMA).",
+            f"lengths {config['canvas_lengths']}, AdamW lr {config['lr']}, EMA {config['ema_decay']}; "
+            f"{_schedule(training)}",
             "- Prompt layout: `<|lang|> <|fim_suffix|> suffix <|fim_prefix|> prefix <|fim_middle|>`, "
             "then the canvas: typing only changes the end of the prompt, so its KV cache is reused.",
         ]
     )
+
+
+def _schedule(training: dict) -> str:
+    """What the learning rate did and which weights ship: the card must not guess either."""
+    cooldown = training.get("cooldown")
+    text = (
+        f"constant lr after warmup, then decayed linearly to a tenth over the last {cooldown['steps']:,} "
+        f"steps (a cooldown branch from step {cooldown['from']:,})"
+        if cooldown
+        else "constant lr after warmup"
+    )
+    weights = "raw" if training.get("weights") == "raw" else "EMA"
+    return f"{text}; the shipped weights are the {weights} weights."
 
 
 def data_section(manifest: dict, languages: list[str]) -> str:

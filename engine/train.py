@@ -390,7 +390,11 @@ def export(args: argparse.Namespace) -> None:
     save_checkpoint(model.eval(), tokenizer, Path(args.out), settings=shipped_sampler_settings(), dtype=dtype)
     progress = json.loads((run.state / "progress.json").read_text())
     (Path(args.out) / "training.json").write_text(
-        json.dumps({k: v for k, v in progress.items() if k != "adam_steps"} | {"config": cfg}, indent=1)
+        json.dumps(
+            {k: v for k, v in progress.items() if k != "adam_steps"}
+            | {"config": cfg, "weights": "raw" if args.raw else "ema"},
+            indent=1,
+        )
     )
     logger.info("exported step %d to %s", progress["step"], args.out)
 
