@@ -97,7 +97,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def complete(args: argparse.Namespace) -> int:
-    from dgemma_lsp.completion import finish, plan
+    from dgemma_lsp.completion import complete_with_repair, plan
     from dgemma_lsp.languages import LanguageRegistry
     from dgemma_lsp.options import CompletionOptions, Options
     from dgemma_lsp.workspace import OpenFiles
@@ -128,8 +128,8 @@ def complete(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     planned = plan(files.snapshot(uri), cursor, options, engine, started)
-    result = engine.infill(planned.request)
-    outcome = finish(planned, result)
+    outcome = complete_with_repair(planned, engine, planned.request)  # what an editor would be shown
+    result = outcome.result
     latency_ms = (time.monotonic() - started) * 1000
     text_out = outcome.proposals[0].text if outcome.proposals else ""
     if args.json:

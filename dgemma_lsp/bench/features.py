@@ -62,7 +62,14 @@ def parses(parser: Parser, text: str) -> bool:
 
 def repair(engine: Engine, items: list[Item]) -> dict:
     parser = Parser(LanguageRegistry().grammar("python"))
-    counts = {"without_repair": 0, "with_repair": 0, "n": 0, "repaired": 0, "withheld": 0}
+    counts = {
+        "without_repair": 0,
+        "with_repair": 0,
+        "n": 0,
+        "repaired": 0,
+        "withheld": 0,
+        "offered_preserving": 0,
+    }
     for item in items:
         if not parses(parser, item.prefix + item.middle + item.suffix):
             continue  # the reference file itself does not parse: nothing to preserve
@@ -74,12 +81,17 @@ def repair(engine: Engine, items: list[Item]) -> dict:
         fixed = _plan(engine, item, syntax_repair=True)
         repaired = complete_with_repair(fixed, engine, fixed.request)
         text = repaired.proposals[0].text if repaired.proposals else ""
-        counts["with_repair"] += parses(parser, item.prefix + text + item.suffix)
+        preserved = parses(parser, item.prefix + text + item.suffix)
+        counts["with_repair"] += preserved
         counts["repaired"] += repaired.repaired
         counts["withheld"] += not repaired.proposals  # nothing kept the parse: nothing offered
+        # The file without a completion often parses (a whole line is missing): say what offered ones do.
+        counts["offered_preserving"] += bool(repaired.proposals) and preserved
     n = counts["n"]
     return {**counts, "rate_without": counts["without_repair"] / n if n else None,
-            "rate_with": counts["with_repair"] / n if n else None}  # fmt: skip
+            "rate_with": counts["with_repair"] / n if n else None,
+            "rate_among_offered": counts["offered_preserving"] / (n - counts["withheld"])
+            if n > counts["withheld"] else None}  # fmt: skip
 
 
 def confidence(engine: Engine, items: list[Item]) -> dict:
