@@ -172,9 +172,11 @@ def complete_with_repair(planned: Plan, engine: Engine, request: InfillRequest) 
 def _parse_guarded(check: ParseCheck, outcome: Outcome) -> Outcome:
     """Each proposal cut to its longest head that brings in no parse error; empty ones dropped."""
     kept: list[Proposal] = []
+    seen: set[str] = set()
     for proposal in outcome.proposals:
         head = check.preserving_head(proposal.text)
-        if head.strip() and head not in {p.text for p in kept}:
+        if head.strip() and head not in seen:
+            seen.add(head)
             kept.append(replace(proposal, text=head))
     return replace(outcome, proposals=tuple(kept))
 

@@ -51,9 +51,15 @@ class ParseCheck:
         self.parser = Parser(grammar)
         self.prefix, self.suffix = prefix, suffix
         self.before = len(error_spans(self.parser, prefix + suffix))
+        self._known: dict[str, list[tuple[int, int]]] = {}  # a middle is checked, then guarded: parse once
 
     def introduced(self, middle: str) -> list[tuple[int, int]]:
         """Spans, in `middle`'s characters, of the errors it brings in; empty if it brings none."""
+        if middle not in self._known:
+            self._known[middle] = self._introduced(middle)
+        return self._known[middle]
+
+    def _introduced(self, middle: str) -> list[tuple[int, int]]:
         after = error_spans(self.parser, self.prefix + middle + self.suffix)
         if len(after) <= self.before:
             return []

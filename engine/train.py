@@ -244,7 +244,7 @@ def learning_rate(
     return rate
 
 
-SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json")
+SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json", "model.safetensors", "ema.safetensors")
 
 
 def snapshot(args: argparse.Namespace) -> None:
@@ -266,8 +266,7 @@ def snapshot(args: argparse.Namespace) -> None:
 
 def seed_run_from_snapshot(run: Run, source: Path) -> None:
     """Copy a snapshot's config and tokenizer into a new run folder; weights load in train()."""
-    needed = (*SNAPSHOT_FILES, "model.safetensors", "ema.safetensors")
-    missing = [name for name in needed if not (source / name).exists()]
+    missing = [name for name in SNAPSHOT_FILES if not (source / name).exists()]
     if missing:
         raise SystemExit(f"{source} is not a training snapshot: missing {', '.join(missing)}")
     for name in ("config.json", "tokenizer.json"):
