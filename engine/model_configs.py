@@ -58,6 +58,34 @@ SHAPES: dict[str, ModelShape] = {
         moe_intermediate_size=256,
         canvas_length=32,
     ),
+    # Ablations of "small" at about its active parameters: two experts instead of eight (the expert
+    # loop costs wall-clock time on a CPU), and deep-and-thin (MobileLLM) with two small experts.
+    "small-e2": ModelShape(
+        vocab_size=8192,
+        hidden_size=256,
+        num_layers=4,
+        num_heads=4,
+        num_kv_heads=1,
+        head_dim=64,
+        intermediate_size=512,
+        num_experts=2,
+        top_k_experts=2,
+        moe_intermediate_size=256,
+        canvas_length=32,
+    ),
+    "deep8": ModelShape(
+        vocab_size=8192,
+        hidden_size=256,
+        num_layers=8,
+        num_heads=4,
+        num_kv_heads=1,
+        head_dim=64,
+        intermediate_size=256,
+        num_experts=2,
+        top_k_experts=2,
+        moe_intermediate_size=128,
+        canvas_length=32,
+    ),
     # For a lent GPU: ~30M parameters, still small enough to ship in bf16 under 60 MB.
     "base": ModelShape(
         vocab_size=8192,

@@ -35,10 +35,11 @@ from transformers import DynamicCache
 
 from engine.checkpoint import new_model, save_checkpoint
 from engine.model_configs import ModelShape, shape_by_name
+from engine.muon import MuonAdamW, is_hidden_matrix
 from engine.prompts import FimFormat
 from engine.sampler import SamplerSettings
 from engine.tokenizer import load_tokenizer, train_tokenizer
-from engine.training_data import Example, examples, load_documents
+from engine.training_data import Document, Example, examples, load_documents
 
 logger = logging.getLogger("engine.train")
 
@@ -61,6 +62,14 @@ class TrainConfig:
     eos_tail_weight: float = 0.1
     bf16: bool = True
     seed: int = 0
+    # The objective: ar_weight * next-token loss + canvas weight * diffusion loss, where the canvas
+    # weight is 0 before `canvas_from_tokens` and ramps to `canvas_weight` over `canvas_ramp_tokens`.
+    # With weight 0 the decoder does not run at all (an AR-first curriculum's first phase).
+    canvas_weight: float = 1.0
+    canvas_from_tokens: int = 0
+    canvas_ramp_tokens: int = 0
+    optimizer: str = "adamw"  # or "muon": Muon on hidden matrices, AdamW on the rest
+    accumulate: int = 1  # batches per optimizer step
 
 
 @dataclass
@@ -111,10 +120,24 @@ def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
     return torch.tanh(logits / cap) * cap
 
 
+def canvas_weight_at(cfg: TrainConfig, tokens: int) -> float:
+    if tokens < cfg.canvas_from_tokens:
+        return 0.0
+    if not cfg.canvas_ramp_tokens:
+        return cfg.canvas_weight
+    return cfg.canvas_weight * min(1.0, (tokens - cfg.canvas_from_tokens) / cfg.canvas_ramp_tokens)
+
+
 def losses(
-    model, batch: Batch, cfg: TrainConfig, gen: torch.Generator, device: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(diffusion loss, autoregressive loss) of one batch."""
+    model,
+    batch: Batch,
+    cfg: TrainConfig,
+    gen: torch.Generator,
+    device: str,
+    with_canvas: bool = True,
+    noise_rate: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(diffusion loss or None without the canvas, autoregressive loss) of one batch."""
     vocab = model.config.get_text_config().vocab_size
     cap = model.config.get_text_config().final_logit_softcapping
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
@@ -128,10 +151,14 @@ def losses(
     ar_loss = F.cross_entropy(
         ar_logits.flatten(0, 1), batch.ar_labels.to(device).flatten(), ignore_index=-100
     )
+    if not with_canvas:
+        return None, ar_loss
     cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])
 
     target = batch.target.to(device)
-    rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
+    rate = noise_rate
+    if rate is None:
+        rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
     noised = torch.where(
         torch.rand(target.shape, device=device, generator=gen) < rate,
         torch.randint(0, vocab, target.shape, device=device, generator=gen),
@@ -144,7 +171,7 @@ def losses(
         decoder_position_ids=batch.decoder_positions.to(device),
     )
     self_conditioning = None
-    if torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
+    if noise_rate is None and torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
         with torch.no_grad():
             self_conditioning = model(**decoder_kwargs).logits.detach()
     logits = model(**decoder_kwargs, self_conditioning_logits=self_conditioning).logits
@@ -183,8 +210,9 @@ class Run:
             for p in group["params"]:
                 state = optimizer.state.get(p)
                 if state:
-                    moments[f"{names[id(p)]}.exp_avg"] = state["exp_avg"]
-                    moments[f"{names[id(p)]}.exp_avg_sq"] = state["exp_avg_sq"]
+                    for key in OPTIMIZER_BUFFERS:
+                        if key in state:
+                            moments[f"{names[id(p)]}.{key}"] = state[key]
                     steps[names[id(p)]] = float(state["step"])
         save_file(moments, tmp / "optimizer.safetensors")
         (tmp / "progress.json").write_text(json.dumps({**progress, "adam_steps": steps}, indent=1))
@@ -204,12 +232,11 @@ class Run:
         progress = json.loads((self.state / "progress.json").read_text())
         moments = load_file(self.state / "optimizer.safetensors")
         for name, p in model.named_parameters():
-            if f"{name}.exp_avg" in moments:
-                optimizer.state[p] = {
-                    "step": torch.tensor(progress["adam_steps"][name]),
-                    "exp_avg": moments[f"{name}.exp_avg"],
-                    "exp_avg_sq": moments[f"{name}.exp_avg_sq"],
-                }
+            buffers = {
+                key: moments[f"{name}.{key}"] for key in OPTIMIZER_BUFFERS if f"{name}.{key}" in moments
+            }
+            if buffers:
+                optimizer.state[p] = {"step": torch.tensor(progress["adam_steps"][name]), **buffers}
         return ema, progress
 
 
@@ -218,9 +245,25 @@ def parameters(model) -> dict[str, torch.Tensor]:
     return {name: p.detach().contiguous() for name, p in model.named_parameters()}
 
 
+OPTIMIZER_BUFFERS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+
+
 def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if cfg.optimizer == "muon":
+        hidden = [p for n, p in named if is_hidden_matrix(n, p)]
+        decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
+        rest = [p for n, p in named if p.dim() < 2]
+        return MuonAdamW(
+            [
+                {"params": hidden, "weight_decay": cfg.weight_decay, "muon": True},
+                {"params": decay, "weight_decay": cfg.weight_decay},
+                {"params": rest, "weight_decay": 0.0},
+            ],
+            lr=cfg.lr,
+        )
+    decay = [p for n, p in named if p.dim() >= 2]
+    rest = [p for n, p in named if p.dim() < 2]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
         lr=cfg.lr,
@@ -289,7 +332,19 @@ def train(args: argparse.Namespace) -> None:
         saved["canvas_lengths"] = tuple(saved["canvas_lengths"])
         cfg = TrainConfig(**saved)
     else:
-        cfg = TrainConfig(shape=args.shape, batch_size=args.batch_size, lr=args.lr, bf16=not args.no_bf16)
+        cfg = TrainConfig(
+            shape=args.shape,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            bf16=not args.no_bf16,
+            ar_weight=args.ar_weight,
+            canvas_weight=args.canvas_weight,
+            canvas_from_tokens=int(args.canvas_from_tokens),
+            canvas_ramp_tokens=int(args.canvas_ramp_tokens),
+            optimizer=args.optimizer,
+            accumulate=args.accumulate,
+            warmup_steps=args.warmup_steps,
+        )
         config_path.write_text(json.dumps(asdict(cfg), indent=1))
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -332,24 +387,33 @@ def train(args: argparse.Namespace) -> None:
     last_save = time.monotonic()
     window: list[tuple[float, float, float, int]] = []
     started_step = progress["step"]
+    validation = validation_batches(Path(args.corpus), fmt, languages) if args.validate_every_tokens else None
+    next_validation = progress["tokens"]
     while (
         not stop["now"]
         and time.monotonic() < deadline
         and (not args.steps or progress["step"] < started_step + args.steps)
         and (not cooldown or progress["step"] < cooldown["from"] + cooldown["steps"])
+        and (not args.max_tokens or progress["tokens"] < args.max_tokens)
     ):
-        step_start = time.perf_counter()
-        budget = rng.choice(cfg.prompt_budgets)
-        canvas = rng.choice(cfg.canvas_lengths)
-        stream = examples(documents, fmt, rng, budget, canvas)
-        batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+        step_start, cpu_start = time.perf_counter(), time.process_time()
+        weight = canvas_weight_at(cfg, progress["tokens"])
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm)
-        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
-            diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device)
-        loss = diffusion_loss + cfg.ar_weight * ar_loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        diffusion_sum, ar_sum, tokens = 0.0, 0.0, 0
+        for _ in range(cfg.accumulate):
+            batch = next_batch(documents, fmt, rng, cfg)
+            with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+                diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device, with_canvas=weight > 0)
+            loss = cfg.ar_weight * ar_loss
+            if diffusion_loss is not None:
+                loss = loss + weight * diffusion_loss
+                diffusion_sum += diffusion_loss.item() / cfg.accumulate
+                progress["canvas_tokens"] += batch.target.numel()
+            (loss / cfg.accumulate).backward()
+            ar_sum += ar_loss.item() / cfg.accumulate
+            tokens += int(batch.encoder_mask.sum())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         with torch.no_grad():
@@ -358,16 +422,20 @@ def train(args: argparse.Namespace) -> None:
         elapsed = time.perf_counter() - step_start
         progress["step"] += 1
         progress["seconds"] += elapsed
-        progress["tokens"] += int(batch.encoder_mask.sum())
-        progress["canvas_tokens"] += batch.target.numel()
-        window.append((diffusion_loss.item(), ar_loss.item(), elapsed, int(batch.encoder_mask.sum())))
+        progress["cpu_seconds"] = progress.get("cpu_seconds", 0.0) + time.process_time() - cpu_start
+        progress["tokens"] += tokens
+        window.append((diffusion_sum, ar_sum, elapsed, tokens))
+        if validation and progress["tokens"] >= next_validation:
+            record_validation(run, model, validation, cfg, device, progress)
+            next_validation = progress["tokens"] + args.validate_every_tokens
         if progress["step"] % args.log_every == 0:
             d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
             rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
             logger.info(
-                "step %d diff %.3f ar %.3f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok %.2f h",
-                progress["step"], d, a, rate, s * 1000, t / s,
-                progress["tokens"] / 1e6, progress["seconds"] / 3600,
+                "step %d diff %.3f ar %.3f canvas weight %.2f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok "
+                "%.2f h %.2f cpu h",
+                progress["step"], d, a, weight, rate, s * 1000, t / s,
+                progress["tokens"] / 1e6, progress["seconds"] / 3600, progress["cpu_seconds"] / 3600,
             )  # fmt: skip
             window.clear()
         if time.monotonic() - last_save > args.save_every_min * 60:
@@ -375,6 +443,58 @@ def train(args: argparse.Namespace) -> None:
             last_save = time.monotonic()
     run.save(model, ema, optimizer, progress)
     logger.info("saved at step %d", progress["step"])
+
+
+def next_batch(documents: list[Document], fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
+    stream = examples(documents, fmt, rng, rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths))
+    return collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+
+
+VALIDATION_BATCHES = 8
+VALIDATION_NOISE = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def validation_batches(corpus: Path, fmt: FimFormat, languages: set[str] | None) -> list[Batch]:
+    """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step."""
+    documents = load_documents(corpus, "valid", languages)
+    rng = random.Random(20261203)
+    batches = []
+    for i in range(VALIDATION_BATCHES):
+        stream = examples(documents, fmt, rng, (128, 256, 384, 512)[i % 4], (16, 32)[i % 2])
+        batches.append(collate([next(stream) for _ in range(16)], fmt.special.pad))
+    return batches
+
+
+@torch.no_grad()
+def validate(model, batches: list[Batch], cfg: TrainConfig, device: str) -> dict[str, float]:
+    """Mean AR loss per token and canvas loss over fixed noise rates, without self-conditioning."""
+    was_training = model.training
+    model.eval()
+    gen = torch.Generator(device=device).manual_seed(0)
+    ar, canvas = [], []
+    for batch in batches:
+        rate = torch.tensor(VALIDATION_NOISE, device=device).repeat(3)[: batch.target.shape[0], None]
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+            diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device, noise_rate=rate)
+        ar.append(ar_loss.item())
+        canvas.append(diffusion_loss.item())
+    model.train(was_training)
+    return {"ar": sum(ar) / len(ar), "canvas": sum(canvas) / len(canvas)}
+
+
+def record_validation(
+    run: Run, model, batches: list[Batch], cfg: TrainConfig, device: str, progress: dict
+) -> None:
+    figures = validate(model, batches, cfg, device)
+    row = {k: progress.get(k, 0) for k in ("step", "tokens", "seconds", "cpu_seconds")} | figures
+    with (run.folder / "valid.jsonl").open("a") as out:
+        out.write(json.dumps(row) + "\n")
+    logger.info(
+        "validation at %.2fM tokens: ar %.3f canvas %.3f",
+        progress["tokens"] / 1e6,
+        figures["ar"],
+        figures["canvas"],
+    )
 
 
 def export(args: argparse.Namespace) -> None:
@@ -447,6 +567,17 @@ def main(argv: list[str] | None = None) -> None:
         "--from-snapshot", default="",
         help="start a new run from a snapshot folder (`snapshot`); ignored once the run has its own state",
     )  # fmt: skip
+    tr.add_argument("--ar-weight", type=float, default=0.5)
+    tr.add_argument("--canvas-weight", type=float, default=1.0)
+    tr.add_argument(
+        "--canvas-from-tokens", type=float, default=0, help="no canvas loss before this many tokens"
+    )
+    tr.add_argument("--canvas-ramp-tokens", type=float, default=0, help="then ramp it in over this many")
+    tr.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw")
+    tr.add_argument("--accumulate", type=int, default=1, help="batches per optimizer step")
+    tr.add_argument("--warmup-steps", type=int, default=300)
+    tr.add_argument("--max-tokens", type=float, default=0, help="stop once the run has seen this many tokens")
+    tr.add_argument("--validate-every-tokens", type=float, default=0, help="validation loss every N tokens")
     tr.add_argument("--log-every", type=int, default=20)
     tr.add_argument("--save-every-min", type=float, default=10)
     ex = sub.add_parser("export", help="write the run's EMA weights as a checkpoint folder")
