@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         if command == "doctor":
             return doctor(_doctor_parser().parse_args(rest))
         if command == "eval":
-            from engine.eval.cli import main as eval_main
+            from evaluation.cli import main as eval_main
 
             return eval_main(rest)
-        from dgemma_lsp.bench.cli import main as bench_main
+        from evaluation.bench.cli import main as bench_main
 
         return bench_main(rest)
     return serve(_serve_parser().parse_args(argv))

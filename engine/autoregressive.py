@@ -2,7 +2,7 @@
 
 Training gives the encoder a next-token loss on prompt + middle + EOS, so after `<fim_middle>` it
 continues with the middle. Decoding it token by token is the baseline the diffusion sampler is
-measured against (`engine.eval --compare-ar`): same prompt, same KV cache, one token per forward.
+measured against (`evaluation --compare-ar`): same prompt, same KV cache, one token per forward.
 Greedy, one candidate; requests with a seed canvas are refused (there is no canvas to seed).
 """
 

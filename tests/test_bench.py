@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from dgemma_lsp.bench.cli import main
-from dgemma_lsp.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
+from evaluation.bench.cli import main
+from evaluation.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
 
 
 def test_typing_every_segment_in_order_rebuilds_the_file():

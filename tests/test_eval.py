@@ -12,11 +12,11 @@ import torch
 
 from engine import InfillRequest, load_engine
 from engine.autoregressive import decode_autoregressive, next_token_logits
-from engine.eval import cli
-from engine.eval.benchmarks import BENCHMARKS_ENV, Item, load_items
-from engine.eval.execute import check_completion, network_isolation
-from engine.eval.metrics import edit_similarity, exact_match, levenshtein, mean, percentile
-from engine.eval.runner import postprocess, strip_suffix_repeat
+from evaluation import cli
+from evaluation.benchmarks import BENCHMARKS_ENV, Item, load_items
+from evaluation.execute import check_completion, network_isolation
+from evaluation.metrics import edit_similarity, exact_match, levenshtein, mean, percentile
+from evaluation.runner import postprocess, strip_suffix_repeat
 
 # ---- loaders -----------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dgemma_lsp.bench.features import main
+from evaluation.bench.features import main
 
 
 def test_every_feature_measure_reports_its_figures(tiny_model_dir, tmp_path):

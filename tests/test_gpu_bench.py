@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from engine.gpu_bench import RELEASED_TEXT, STEP_COUNTS, active_parameters, build, main
+from evaluation.gpu_bench import RELEASED_TEXT, STEP_COUNTS, active_parameters, build, main
 
 
 def test_released_shape_has_the_published_parameter_counts():

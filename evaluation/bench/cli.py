@@ -12,8 +12,8 @@ import random
 import time
 from pathlib import Path
 
-from dgemma_lsp.bench.driver import BenchClient, SessionLog
-from dgemma_lsp.bench.scripts import Pace, big_file, load_scripts
+from evaluation.bench.driver import BenchClient, SessionLog
+from evaluation.bench.scripts import Pace, big_file, load_scripts
 from dgemma_lsp.stats import percentile
 
 

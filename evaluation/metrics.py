@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from engine.eval.benchmarks import Convention
+from evaluation.benchmarks import Convention
 
 
 def normalize(text: str, convention: Convention) -> str:

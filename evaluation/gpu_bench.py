@@ -1,4 +1,4 @@
-"""`python -m engine.gpu_bench`: DiffusionGemma 26B-A4B speed on one GPU, random weights, bf16.
+"""`python -m evaluation.gpu_bench`: DiffusionGemma 26B-A4B speed on one GPU, random weights, bf16.
 
 Builds the released model's shape (values of google/diffusiongemma-26B-A4B-it's Gemma 4 26B-A4B text
 config as quoted in public code: 30 layers, hidden 2816, 128 experts with 8 active, vocab 262,144;
@@ -210,7 +210,7 @@ def table(f: Figures) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.gpu_bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluation.gpu_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--tiny", action="store_true", help="a tiny config on CPU: checks the script end to end"
     )

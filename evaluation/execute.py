@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engine.eval.benchmarks import Item
+from evaluation.benchmarks import Item
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`dgemma-lsp eval BENCH` (or `python -m engine.eval BENCH`): score a model on a FIM benchmark.
+"""`dgemma-lsp eval BENCH` (or `python -m evaluation BENCH`): score a model on a FIM benchmark.
 
 Prints one table row per decoder (diffusion, and autoregressive with --compare-ar) and, with
 --json, writes every row's completion and scores next to the summary.
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from engine.api import EngineError
-from engine.eval.benchmarks import BENCHMARKS, BENCHMARKS_ENV, SANTACODER_LANGUAGES, load_items
-from engine.eval.execute import DEFAULT_TIMEOUT_S
+from evaluation.benchmarks import BENCHMARKS, BENCHMARKS_ENV, SANTACODER_LANGUAGES, load_items
+from evaluation.execute import DEFAULT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from engine import load_engine
-    from engine.eval.runner import EvalOptions, run_eval
+    from evaluation.runner import EvalOptions, run_eval
 
     try:
         items = load_items(args.benchmark, args.limit, args.language, args.benchmarks)
@@ -72,7 +72,7 @@ def _cell(value: float | None, spec: str, width: int = 0) -> str:
 
 
 def format_table(report) -> str:
-    """The summary as a plain-text table (a report from engine.eval.runner.run_eval)."""
+    """The summary as a plain-text table (a report from evaluation.runner.run_eval)."""
     model = report.model
     title = report.benchmark + (f" ({report.language})" if report.language else "")
     lines = [

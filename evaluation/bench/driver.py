@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from dgemma_lsp.bench.scripts import Pace, Script
+from evaluation.bench.scripts import Pace, Script
 from dgemma_lsp.context import build_context
 from dgemma_lsp.languages import LanguageRegistry
 from dgemma_lsp.positions import LineIndex

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.api import Engine, EngineError, InfillRequest, InfillResult
-from engine.eval.benchmarks import Benchmark, Item
-from engine.eval.execute import DEFAULT_TIMEOUT_S, check_completion, network_block
-from engine.eval.metrics import edit_similarity, exact_match, mean, percentile
+from evaluation.benchmarks import Benchmark, Item
+from evaluation.execute import DEFAULT_TIMEOUT_S, check_completion, network_block
+from evaluation.metrics import edit_similarity, exact_match, mean, percentile
 
 logger = logging.getLogger(__name__)
 

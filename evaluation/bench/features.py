@@ -1,4 +1,4 @@
-"""`python -m dgemma_lsp.bench.features`: the figures behind the diffusion-only features.
+"""`python -m evaluation.bench.features`: the figures behind the diffusion-only features.
 
 Each measure runs the server's own pipeline (context windows, engine request, post-processing) on
 benchmark files from ../shared/benchmarks, with the feature on and off, in one run:
@@ -24,8 +24,8 @@ from dgemma_lsp.options import CompletionOptions, Options
 from dgemma_lsp.postprocess import cut_suffix_repeat
 from dgemma_lsp.workspace import OpenFiles
 from engine import Engine, load_engine
-from engine.eval.benchmarks import Item, load_items
-from engine.eval.metrics import exact_match
+from evaluation.benchmarks import Item, load_items
+from evaluation.metrics import exact_match
 
 THRESHOLDS = (0, 10, 20, 30, 40, 50, 60)
 
@@ -146,7 +146,7 @@ MEASURES = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m dgemma_lsp.bench.features", description=__doc__.split("\n\n")[0]
+        prog="python -m evaluation.bench.features", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("measure", choices=[*MEASURES, "all"])
     parser.add_argument("--model", default="default")

@@ -1,5 +1,0 @@
-import sys
-
-from engine.eval.cli import main
-
-sys.exit(main())
