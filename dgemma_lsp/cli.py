@@ -44,7 +44,12 @@ def _complete_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="default")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--language", help="language id (default: from the file extension)")
-    parser.add_argument("--budget-ms", type=int, default=0, help="latency budget (0: none)")
+    parser.add_argument(
+        "--budget-ms",
+        type=int,
+        default=None,
+        help="latency budget (default: the server's for the device; 0: none)",
+    )
     parser.add_argument("--candidates", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
@@ -85,8 +90,8 @@ def _configure_logging(verbose: bool, log_file: str | None) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose, args.log_file)
-    from dgemma_lsp.protocol import FrameReader
-    from dgemma_lsp.server import create_server
+    from dgemma_lsp.lsp.frames import FrameReader
+    from dgemma_lsp.lsp.server import create_server
 
     server = create_server(model_override=args.model)
     if args.tcp:
@@ -97,10 +102,10 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def complete(args: argparse.Namespace) -> int:
-    from dgemma_lsp.completion import complete_with_repair, plan
-    from dgemma_lsp.languages import LanguageRegistry
-    from dgemma_lsp.options import CompletionOptions, Options
-    from dgemma_lsp.workspace import OpenFiles
+    from dgemma_lsp.documents.languages import LanguageRegistry
+    from dgemma_lsp.documents.workspace import standalone
+    from dgemma_lsp.inline.pipeline import complete as complete_at
+    from dgemma_lsp.runtime.options import CompletionOptions, Options
     from engine import EngineError, load_engine
 
     try:
@@ -114,10 +119,8 @@ def complete(args: argparse.Namespace) -> int:
     registry = LanguageRegistry()
     spec = registry.spec(args.language) if args.language else registry.spec_for_path(args.file)
     language_id = args.language or (spec.language_ids[0] if spec else "plaintext")
-    files = OpenFiles(registry, "utf-32")  # utf-32 columns are characters
-    uri = args.file.resolve().as_uri()
-    document = files.open(uri, language_id, 0, text)
-    cursor = document.offset_at(args.line - 1, args.col - 1, files.encoding)
+    opened = standalone(text, language_id, registry, args.file.resolve().as_uri())
+    cursor = opened.document.offset_at(args.line - 1, args.col - 1, "utf-32")  # utf-32 columns are characters
     try:
         engine = load_engine(args.model, device=args.device)
     except EngineError as err:
@@ -127,18 +130,17 @@ def complete(args: argparse.Namespace) -> int:
         completion=CompletionOptions(latency_budget_ms=args.budget_ms, candidates=args.candidates)
     )
     started = time.monotonic()
-    planned = plan(files.snapshot(uri), cursor, options, engine, started)
-    outcome = complete_with_repair(planned, engine, planned.request)  # what an editor would be shown
-    result = outcome.result
+    completion = complete_at(opened.snapshot(), cursor, options, engine, started)  # what an editor shows
+    result = completion.result
     latency_ms = (time.monotonic() - started) * 1000
-    text_out = outcome.proposals[0].text if outcome.proposals else ""
+    text_out = completion.proposals[0].text if completion.proposals else ""
     if args.json:
         print(
             json.dumps(
                 {
                     "text": text_out,
-                    "candidates": [p.text for p in outcome.proposals],
-                    "mode": planned.context.mode,
+                    "candidates": [p.text for p in completion.proposals],
+                    "mode": completion.context.mode,
                     "steps": result.steps,
                     "tokens_per_forward": round(result.tokens_per_forward, 3),
                     "latency_ms": round(latency_ms, 2),

@@ -53,7 +53,7 @@ def _model(spec: str) -> str:
 
 
 def report(spec: str) -> str:
-    from dgemma_lsp.languages import LanguageRegistry
+    from dgemma_lsp.documents.languages import LanguageRegistry
 
     registry = LanguageRegistry()
     available = registry.available()

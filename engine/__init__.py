@@ -1,4 +1,4 @@
-"""The DiffusionGemma engine: loading, prompts, the infill sampler, training and evaluation.
+"""The DiffusionGemma engine: loading, prompts, the prompt cache and the infill sampler.
 
 It knows nothing of LSP, documents or editors. Importing it is cheap: torch and transformers load
 with the first `load_engine` call.
@@ -7,6 +7,7 @@ with the first `load_engine` call.
 from engine.api import (
     CancelToken,
     Candidate,
+    Decoder,
     Engine,
     EngineError,
     EngineInfo,
@@ -26,6 +27,7 @@ def load_engine(spec: str = "default", device: str = "auto", threads: int | None
 __all__ = [
     "CancelToken",
     "Candidate",
+    "Decoder",
     "Engine",
     "EngineError",
     "EngineInfo",

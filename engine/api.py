@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 StopReason = Literal["eos", "converged", "max_steps", "max_tokens", "deadline", "cancelled"]
+Decoder = Literal["diffusion", "autoregressive"]
 
 
 class EngineError(Exception):
@@ -47,6 +48,9 @@ class InfillRequest:
     anchor: str = ""
     max_steps: int | None = None  # None: the model's generation config decides
     seed: int = 0  # same seed, same request -> same output
+    # "autoregressive": the same weights decoded left to right, one token per forward (a baseline;
+    # seeds and anchors do not apply). Engines that cannot raise EngineError.
+    decoder: Decoder = "diffusion"
     cancel: CancelToken | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +66,8 @@ class InfillRequest:
             raise ValueError("fixed_positions need a seed_canvas to take their tokens from")
         if not 0.0 <= self.seed_noise <= 1.0:
             raise ValueError("seed_noise must be between 0 and 1")
+        if self.decoder not in ("diffusion", "autoregressive"):
+            raise ValueError("decoder must be 'diffusion' or 'autoregressive'")
 
     @staticmethod
     def deadline_in(ms: float) -> float:
@@ -135,10 +141,20 @@ class EngineInfo:
 
 
 class Engine(Protocol):
+    """What callers may use of an engine; nothing else of it is public."""
+
     info: EngineInfo
 
     def infill(self, request: InfillRequest) -> InfillResult: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+    def token_spans(self, text: str) -> list[tuple[int, int]] | None:
+        """(start, end) characters of each token a seed canvas of `text` holds; None: no canvas to seed."""
+        ...
+
+    def reset_cache(self) -> None:
+        """Forget the prompt kept from the last request (the next one encodes its prompt in full)."""
+        ...
 
     def close(self) -> None: ...

@@ -2,28 +2,28 @@
 
 Training gives the encoder a next-token loss on prompt + middle + EOS, so after `<fim_middle>` it
 continues with the middle. Decoding it token by token is the baseline the diffusion sampler is
-measured against (`evaluation --compare-ar`): same prompt, same KV cache, one token per forward.
-Greedy, one candidate; requests with a seed canvas are refused (there is no canvas to seed).
+measured against (`dgemma-lsp eval --compare-ar`): same prompt, same KV cache, one token per forward.
+Greedy, one candidate; a seed canvas is refused (there is none) and an anchor is not used.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.api import Candidate, InfillRequest, InfillResult, StopReason, Timings
-from engine.local_engine import LocalEngine
+from engine.forward import lm_logits
 from engine.prompt_cache import extend_cache
 
+if TYPE_CHECKING:
+    from engine.local_engine import LocalEngine
 
-def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
-    return logits if not cap else torch.tanh(logits / cap) * cap
 
-
-def next_token_logits(model: torch.nn.Module, hidden: torch.Tensor, cap: float | None) -> torch.Tensor:
+def next_token_logits(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     """Logits for the token after the last position of `hidden` ([1, n, H]) -> [V]."""
-    return softcap(model.lm_head(hidden[0, -1]).float(), cap)
+    return lm_logits(model, hidden[0, -1])
 
 
 @torch.inference_mode()
@@ -40,14 +40,13 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
     reused, hidden = engine.prompt_cache.encode(ids)  # hidden: [1, n, H]
     prefilled = time.perf_counter()
 
-    cap = engine.model.config.get_text_config().final_logit_softcapping
     cache = engine.prompt_cache.working_cache(1)  # the kept cache itself; `record` what we append
     tokens: list[int] = []
     confidence: list[float] = []
     steps = 0
     reason: StopReason = "max_tokens"
     while True:
-        logits = next_token_logits(engine.model, hidden, cap) + engine.bias  # [V]
+        logits = next_token_logits(engine.model, hidden) + engine.bias  # [V]
         if len(tokens) < request.min_new_tokens:
             logits[engine.eos_ids] = float("-inf")
         steps += 1

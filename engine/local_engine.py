@@ -65,6 +65,9 @@ class LocalEngine:
         """Where each token of `text` lies, as a seed canvas would hold it (for targeted renoising)."""
         return self.format.token_spans(text)
 
+    def reset_cache(self) -> None:
+        self.prompt_cache.reset()
+
     def close(self) -> None:
         self.prompt_cache.reset()
 
@@ -74,6 +77,10 @@ class LocalEngine:
         )
 
     def infill(self, request: InfillRequest) -> InfillResult:
+        if request.decoder == "autoregressive":
+            from engine.autoregressive import decode_autoregressive
+
+            return decode_autoregressive(self, request)
         started = time.perf_counter()
         ids = self.prompt_ids(request)
         tokenized = time.perf_counter()

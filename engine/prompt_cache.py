@@ -13,6 +13,8 @@ import copy
 import torch
 from transformers import Cache, DynamicCache
 
+from engine.forward import encode
+
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
@@ -79,8 +81,4 @@ class PromptCache:
 @torch.inference_mode()
 def extend_cache(model: torch.nn.Module, cache: Cache, ids: torch.Tensor) -> torch.Tensor:
     """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states."""
-    device = next(model.parameters()).device
-    start = cache.get_seq_length()
-    positions = torch.arange(start, start + ids.shape[1], device=device)[None]
-    out = model.model.encoder(input_ids=ids.to(device), past_key_values=cache, position_ids=positions)
-    return out.last_hidden_state  # [B, n, H]
+    return encode(model, ids.to(next(model.parameters()).device), cache)  # [B, n, H]

@@ -54,10 +54,18 @@ class RemoteEngine:
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1  # no tokenizer here; windows only need an estimate
 
+    def token_spans(self, text: str) -> None:
+        return None  # the server's canvas is out of reach: no targeted renoising
+
+    def reset_cache(self) -> None:
+        pass  # the server keeps its own cache
+
     def close(self) -> None:
         pass
 
     def infill(self, request: InfillRequest) -> InfillResult:
+        if request.decoder != "diffusion":
+            raise EngineError("a remote engine decodes as its server does: no autoregressive comparison")
         started = time.perf_counter()
         timeout = self.timeout_s
         if request.deadline is not None:

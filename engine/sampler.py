@@ -19,6 +19,7 @@ import torch
 from transformers import Cache
 
 from engine.api import CancelToken, StopReason
+from engine.forward import decoder_masks, denoise_logits
 
 # Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
 _SUPPRESS = -1.0e4
@@ -154,9 +155,7 @@ def denoise(
     vocab = bias.shape[0]
     start = cache.get_seq_length()
     positions = torch.arange(start, start + length, device=spec.init.device)[None]  # [1, C]
-    masks = model.model.decoder.create_diffusion_decoder_attention_mask(
-        model.config, spec.init[..., None], cache, None
-    )
+    masks = decoder_masks(model, spec.init, cache)
     fixed = spec.fixed
     canvas = spec.init.clone()
     final = spec.init.clone()
@@ -169,14 +168,8 @@ def denoise(
     forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
         forward_start = time.perf_counter()
-        out = model(
-            decoder_input_ids=canvas,
-            past_key_values=cache,
-            self_conditioning_logits=self_conditioning,
-            decoder_attention_mask=masks,
-            decoder_position_ids=positions,
-        )
-        scaled = out.logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
+        logits = denoise_logits(model, canvas, cache, positions, masks, self_conditioning)  # [B, C, V]
+        scaled = logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
         if spec.min_tokens:
             scaled[:, : spec.min_tokens, eos_ids] = _SUPPRESS
         forward_s += time.perf_counter() - forward_start
@@ -196,9 +189,9 @@ def denoise(
         canvas = torch.where(live_row, next_canvas, canvas)
         newly_done = stopper.update(argmax, entropy) & ~done
         if bool(newly_done.any()):  # a row's confidence is read once, when it stops changing
-            final_confidence[newly_done] = confidence_of(out.logits[newly_done], bias, final[newly_done])
+            final_confidence[newly_done] = confidence_of(logits[newly_done], bias, final[newly_done])
         done |= newly_done
-        self_conditioning = out.logits
+        self_conditioning = logits
         if bool(done.all()):
             reason = "converged"
             break

@@ -1,7 +1,8 @@
 """`dgemma-lsp eval BENCH` (or `python -m evaluation BENCH`): score a model on a FIM benchmark.
 
-Prints one table row per decoder (diffusion, and autoregressive with --compare-ar) and, with
---json, writes every row's completion and scores next to the summary.
+Every row goes through the server's completion pipeline with the server's options (latency budget
+included). Prints one table row per decoder (diffusion, and autoregressive with --compare-ar) and,
+with --json, writes every row's completion and scores next to the summary.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, metavar="OUT", help="write per-row results and the summary here")
     parser.add_argument("--compare-ar", action="store_true", help="also decode autoregressively, compare")
     parser.add_argument("--max-steps", type=int, help="denoising steps per canvas (default: checkpoint)")
+    parser.add_argument(
+        "--budget-ms", type=int, help="latency budget per completion (default: the server's; 0: none)"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument(
@@ -50,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         items = load_items(args.benchmark, args.limit, args.language, args.benchmarks)
         engine = load_engine(args.model, device=args.device, threads=args.threads)
         options = EvalOptions(
-            compare_ar=args.compare_ar, max_steps=args.max_steps, execute=not args.no_execute,
-            timeout_s=args.timeout,
+            compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
+            execute=not args.no_execute, timeout_s=args.timeout,
         )  # fmt: skip
         language = args.language if args.benchmark == "santacoder-fim" else ""
         report = run_eval(engine, BENCHMARKS[args.benchmark], items, options, language)
@@ -76,16 +80,21 @@ def format_table(report) -> str:
     model = report.model
     title = report.benchmark + (f" ({report.language})" if report.language else "")
     lines = [
-        f"{title}: model {model['name']} on {model['device']} ({model['dtype']})",
-        f"{'decoder':<15} {'n':>5} {'exact':>7} {'edit sim':>8} {'pass@1':>7} {'tok/fwd':>7} "
-        f"{'p50 ms':>8} {'p95 ms':>8}",
+        f"{title}: model {model['name']} on {model['device']} ({model['dtype']}), the server's pipeline",
+        f"{'decoder':<15} {'n':>5} {'exact':>7} {'edit sim':>8} {'offered':>7} {'pass@1':>7} {'steps':>6} "
+        f"{'tok/fwd':>7} {'p50 ms':>8} {'p95 ms':>8}",
     ]
     for s in report.summaries:
         lines.append(
             f"{s.decoder:<15} {s.n:>5} {_cell(s.exact_match, '.1%', 7)} {_cell(s.edit_similarity, '.3f', 8)} "
-            f"{_cell(s.pass_at_1, '.1%', 7)} {_cell(s.tokens_per_forward, '.2f', 7)} "
-            f"{_cell(s.p50_ms, '.0f', 8)} {_cell(s.p95_ms, '.0f', 8)}"
+            f"{_cell(s.offered, '.0%', 7)} {_cell(s.pass_at_1, '.1%', 7)} {_cell(s.steps, '.1f', 6)} "
+            f"{_cell(s.tokens_per_forward, '.2f', 7)} {_cell(s.p50_ms, '.0f', 8)} {_cell(s.p95_ms, '.0f', 8)}"
         )
+        for kind, f in s.by_kind.items():
+            lines.append(
+                f"  {kind:<13} {f['n']:>5} {_cell(f['exact_match'], '.1%', 7)} "
+                f"{_cell(f['edit_similarity'], '.3f', 8)} {_cell(f['offered'], '.0%', 7)}"
+            )
     speed = report.speed
     if speed is not None:
         span = f"{speed.min_tokens}-{speed.max_tokens} token completions"

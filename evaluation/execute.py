@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evaluation.benchmarks import Item
+from evaluation.benchmarks import Check, Item
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +147,13 @@ def _verdict(run: ProcessRun) -> Execution:
 
 def check_completion(item: Item, completion: str, timeout: float = DEFAULT_TIMEOUT_S) -> Execution:
     """Run prefix + completion + suffix against the item's tests (the item must have a check)."""
-    check = item.check
-    if check is None:
+    if item.check is None:
         raise ValueError(f"{item.id} has no executable check")
-    program = item.prefix + completion + item.suffix
+    return check_program(item.check, item.prefix + completion + item.suffix, timeout)
+
+
+def check_program(check: Check, program: str, timeout: float = DEFAULT_TIMEOUT_S) -> Execution:
+    """Run a whole program against a benchmark's tests."""
     if check.kind == "humaneval":
         source = f"{program}\n{check.test}\ncheck({check.entry_point})\n"
         return _verdict(run_program({"main.py": source}, "main.py", timeout=timeout))

@@ -210,7 +210,9 @@ def table(f: Figures) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.gpu_bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.gpu_bench", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument(
         "--tiny", action="store_true", help="a tiny config on CPU: checks the script end to end"
     )

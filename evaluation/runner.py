@@ -1,50 +1,77 @@
-"""Run a benchmark through an engine: requests, post-processing, metrics, execution, summaries.
+"""Score a benchmark through the pipeline an editor uses: the rows, the decoders, the summaries.
 
-Each row is decoded by the diffusion sampler (`engine.infill`) and, with `compare_ar`, by greedy
-autoregressive decoding of the same weights (`engine.autoregressive`), one after the other. Rows are
-independent files, so every decode starts from an empty prompt cache: both decoders pay the same
-full prefill and the latencies compare decoding, not cache luck. One untimed warm-up decode per
-decoder comes first (the first call pays one-time costs).
+Each row becomes the document an editor would hold (prefix + suffix, with an empty line at a
+whole-line gap) and goes through `dgemma_lsp.inline.pipeline.complete` with the server's options:
+context windows, mode, latency budget, repair and post-processing all as in the editor. What is
+scored is the first proposal the editor would show (nothing, when it shows nothing). With
+`compare_ar` the same rows run again with the same weights decoded left to right. Rows are
+independent files, so every row starts from an empty prompt cache.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from engine.api import Engine, EngineError, InfillRequest, InfillResult
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.pipeline import complete
+from dgemma_lsp.runtime.options import CompletionOptions, Options
+from engine import Engine
 from evaluation.benchmarks import Benchmark, Item
-from evaluation.execute import DEFAULT_TIMEOUT_S, check_completion, network_block
+from evaluation.execute import DEFAULT_TIMEOUT_S, check_program, network_block
 from evaluation.metrics import edit_similarity, exact_match, mean, percentile
 
 logger = logging.getLogger(__name__)
 
-Decoder = Callable[[InfillRequest], InfillResult]
 DIFFUSION, AUTOREGRESSIVE = "diffusion", "autoregressive"
 # The completion lengths the speed comparison looks at: long enough for decoding to dominate,
 # short enough to be what an editor asks for.
-SPEED_TOKENS = (16, 64)
+SPEED_TOKENS = (4, 64)
 
 
 @dataclass(frozen=True)
 class EvalOptions:
     compare_ar: bool = False
     max_steps: int | None = None  # None: the checkpoint's generation config decides
+    budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
     execute: bool = True  # run the tests of executable benchmarks
     timeout_s: float = DEFAULT_TIMEOUT_S
     warmup: bool = True
 
 
 @dataclass(frozen=True)
-class Completion:
+class EditorView:
+    """A row as an editor holds it: the document, the cursor, and what the user would type there."""
+
+    text: str
+    cursor: int
+    reference: str
+    line_gap: bool  # a whole missing line: the editor shows an empty line the completion fills
+
+    @classmethod
+    def of(cls, item: Item) -> EditorView:
+        line_gap = (not item.prefix or item.prefix.endswith("\n")) and item.middle.endswith("\n")
+        if line_gap:
+            return cls(item.prefix + "\n" + item.suffix, len(item.prefix), item.middle[:-1], True)
+        return cls(item.prefix + item.suffix, len(item.prefix), item.middle, False)
+
+    def program(self, item: Item, completion: str) -> str:
+        """The file with the completion accepted (what executable checks run)."""
+        return item.prefix + completion + ("\n" if self.line_gap else "") + item.suffix
+
+
+@dataclass(frozen=True)
+class Scored:
     """One decoder's answer to one row, and how it scored."""
 
-    text: str  # post-processed: what is scored and executed
-    raw: str  # what the engine returned
-    tokens: int  # tokens emitted, EOS excluded
+    text: str  # the first proposal the editor shows ("" when it shows none)
+    offered: bool  # the editor showed something
+    mode: str  # single_line, multi_line or block, as the server decided
+    tokens: int  # tokens the engine emitted for it, EOS excluded
     stop_reason: str
     exact: bool
     edit_similarity: float
@@ -52,16 +79,16 @@ class Completion:
     execution: str  # passed, failed, timeout, or "" when not executed
     steps: int
     tokens_per_forward: float
-    latency_ms: float
-    prefill_ms: float
+    latency_ms: float  # the whole pipeline, as the editor waits for it
+    engine_ms: float
 
 
 @dataclass(frozen=True)
 class RowResult:
     id: str
+    kind: str
     reference: str
-    max_new_tokens: int
-    completions: dict[str, Completion]  # by decoder name
+    completions: dict[str, Scored]  # by decoder name
 
 
 @dataclass(frozen=True)
@@ -70,10 +97,13 @@ class Summary:
     n: int
     exact_match: float | None
     edit_similarity: float | None
+    offered: float | None  # share of rows where the editor showed something
     pass_at_1: float | None  # None: the benchmark is not executed
+    steps: float | None
     tokens_per_forward: float | None
     p50_ms: float | None
     p95_ms: float | None
+    by_kind: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,99 +133,47 @@ class EvalReport:
         return asdict(self)
 
 
-# ---- post-processing ---------------------------------------------------------------------------
-
-
-def strip_suffix_repeat(text: str, suffix: str) -> str:
-    """Drop a tail of whole lines that repeats the suffix's first lines (compared stripped).
-
-    Models often write on past the gap into code the suffix already has.
-    """
-    wanted = [line.strip() for line in suffix.split("\n") if line.strip()]
-    if not wanted:
-        return text
-    lines = text.split("\n")
-    offset = 0
-    for start, line in enumerate(lines):
-        tail = [rest.strip() for rest in lines[start:] if rest.strip()]
-        if tail and tail == wanted[: len(tail)]:
-            return text[:offset]
-        offset += len(line) + 1
-    return text
-
-
-def postprocess(raw: str, item: Item) -> str:
-    """The completion as the benchmark will see it.
-
-    Single-line rows keep the first line (after any leading newlines when the cursor starts a line:
-    a blank line cannot be the answer there). When the cursor starts a line and the suffix starts
-    the next one (HumanEval's whole-line gaps), the completion must end its last line.
-    """
-    at_line_start = not item.prefix or item.prefix.endswith("\n")
-    text = raw.lstrip("\n") if item.single_line and at_line_start else raw
-    text = strip_suffix_repeat(text, item.suffix)
-    if item.single_line:
-        text = text.split("\n", 1)[0]
-    suffix_starts_line = bool(item.suffix) and not item.suffix.startswith("\n")
-    if at_line_start and suffix_starts_line and text and not text.endswith("\n"):
-        text += "\n"
-    return text
-
-
-# ---- running -----------------------------------------------------------------------------------
-
-
-def decoders(engine: Engine, compare_ar: bool) -> dict[str, Decoder]:
-    found: dict[str, Decoder] = {DIFFUSION: engine.infill}
-    if compare_ar:
-        from engine.autoregressive import decode_autoregressive
-        from engine.local_engine import LocalEngine
-
-        if not isinstance(engine, LocalEngine):
-            raise EngineError("--compare-ar needs a local checkpoint: it decodes the same weights in-process")
-        found[AUTOREGRESSIVE] = functools.partial(decode_autoregressive, engine)
-    return found
-
-
-def _forget_prompt(engine: Engine) -> None:
-    cache = getattr(engine, "prompt_cache", None)
-    if cache is not None:
-        cache.reset()
-
-
-def request_for(item: Item, options: EvalOptions) -> InfillRequest:
-    return InfillRequest(
-        prefix=item.prefix,
-        suffix=item.suffix,
-        language=item.language,
-        max_new_tokens=item.max_new_tokens,
-        min_new_tokens=1,  # every reference middle has text; both decoders must write some
-        max_steps=options.max_steps,
+def server_options(options: EvalOptions, decoder: str) -> Options:
+    """The server's default options, with what the evaluation was asked to change."""
+    completion = CompletionOptions(
+        latency_budget_ms=options.budget_ms, max_steps=options.max_steps or 0, decoder=decoder
     )
+    return Options(completion=completion)
 
 
-def complete(
-    engine: Engine, decode: Decoder, item: Item, benchmark: Benchmark, options: EvalOptions
-) -> Completion:
-    _forget_prompt(engine)
-    result = decode(request_for(item, options))
-    text = postprocess(result.text, item)
+def score_row(
+    engine: Engine,
+    item: Item,
+    benchmark: Benchmark,
+    options: Options,
+    eval_options: EvalOptions,
+    registry: LanguageRegistry,
+) -> Scored:
+    view = EditorView.of(item)
+    opened = standalone(view.text, item.language, registry)
+    engine.reset_cache()
+    started = time.monotonic()
+    completion = complete(opened.snapshot(), view.cursor, options, engine, started)
+    latency_ms = (time.monotonic() - started) * 1000
+    text = completion.proposals[0].text if completion.proposals else ""
     execution = None
-    if options.execute and item.check is not None:
-        execution = check_completion(item, text, timeout=options.timeout_s)
-    return Completion(
+    if eval_options.execute and item.check is not None:
+        execution = check_program(item.check, view.program(item, text), eval_options.timeout_s)
+    result = completion.result
+    return Scored(
         text=text,
-        raw=result.text,
+        offered=bool(completion.proposals),
+        mode=completion.context.mode,
         tokens=len(result.candidates[0].token_ids) if result.candidates else 0,
         stop_reason=result.stop_reason,
-        exact=exact_match(text, item.middle, benchmark.convention),
-        edit_similarity=edit_similarity(text, item.middle, benchmark.convention),
+        exact=exact_match(text, view.reference, benchmark.convention),
+        edit_similarity=edit_similarity(text, view.reference, benchmark.convention),
         passed=execution.passed if execution else None,
         execution=execution.status if execution else "",
         steps=result.steps,
         tokens_per_forward=result.tokens_per_forward,
-        latency_ms=result.timings.total_ms,
-        prefill_ms=result.timings.prefill_ms,
+        latency_ms=latency_ms,
+        engine_ms=result.timings.total_ms,
     )
 
 
@@ -206,7 +184,9 @@ def run_eval(
     options: EvalOptions = EvalOptions(),  # frozen: sharing the default is safe
     language: str = "",
 ) -> EvalReport:
-    chosen = decoders(engine, options.compare_ar)
+    decoders = [DIFFUSION, AUTOREGRESSIVE] if options.compare_ar else [DIFFUSION]
+    chosen = {name: server_options(options, name) for name in decoders}
+    registry = LanguageRegistry()
     report = EvalReport(
         benchmark=benchmark.name,
         language=language,
@@ -214,13 +194,17 @@ def run_eval(
         options=options,
         network_block=network_block() if options.execute else "",
     )
-    if items and options.warmup:
-        for decode in chosen.values():
-            _forget_prompt(engine)
-            decode(request_for(items[0], options))
+    if items and options.warmup:  # the first call pays one-time costs: not part of any row
+        for server in chosen.values():
+            score_row(engine, items[0], benchmark, server, replace(options, execute=False), registry)
     for number, item in enumerate(items, 1):
-        completions = {name: complete(engine, fn, item, benchmark, options) for name, fn in chosen.items()}
-        report.rows.append(RowResult(item.id, item.middle, item.max_new_tokens, completions))
+        scored = {
+            name: score_row(engine, item, benchmark, server, options, registry)
+            for name, server in chosen.items()
+        }
+        report.rows.append(
+            RowResult(item.id, getattr(item, "kind", ""), EditorView.of(item).reference, scored)
+        )
         if number % 10 == 0 or number == len(items):
             logger.info("%d/%d rows", number, len(items))
     report.summaries = [summarize(name, report.rows) for name in chosen]
@@ -229,19 +213,33 @@ def run_eval(
     return report
 
 
+def _figures(done: list[Scored]) -> dict[str, float | int | None]:
+    return {
+        "n": len(done),
+        "exact_match": mean([float(c.exact) for c in done]),
+        "edit_similarity": mean([c.edit_similarity for c in done]),
+        "offered": mean([float(c.offered) for c in done]),
+    }
+
+
 def summarize(decoder: str, rows: Sequence[RowResult]) -> Summary:
     done = [row.completions[decoder] for row in rows]
     executed = [c.passed for c in done if c.passed is not None]
     latencies = [c.latency_ms for c in done]
+    kinds = sorted({row.kind for row in rows if row.kind})
+    figures = _figures(done)
     return Summary(
         decoder=decoder,
         n=len(done),
-        exact_match=mean([float(c.exact) for c in done]),
-        edit_similarity=mean([c.edit_similarity for c in done]),
+        exact_match=figures["exact_match"],
+        edit_similarity=figures["edit_similarity"],
+        offered=figures["offered"],
         pass_at_1=mean([float(p) for p in executed]) if executed else None,
+        steps=mean([float(c.steps) for c in done]),
         tokens_per_forward=mean([c.tokens_per_forward for c in done]),
         p50_ms=percentile(latencies, 50),
         p95_ms=percentile(latencies, 95),
+        by_kind={kind: _figures([r.completions[decoder] for r in rows if r.kind == kind]) for kind in kinds},
     )
 
 
@@ -253,8 +251,8 @@ def compare_speed(rows: Sequence[RowResult]) -> SpeedComparison:
         if all(low <= row.completions[name].tokens <= high for name in (DIFFUSION, AUTOREGRESSIVE))
     ]
 
-    def tokens_per_s(done: list[Completion]) -> float | None:
-        seconds = sum(c.latency_ms for c in done) / 1000
+    def tokens_per_s(done: list[Scored]) -> float | None:
+        seconds = sum(c.engine_ms for c in done) / 1000
         return sum(c.tokens for c in done) / seconds if seconds > 0 else None
 
     diffusion = tokens_per_s([d for d, _ in pairs])

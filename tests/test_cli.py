@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.repair import ParseCheck
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.inline.repair import ParseCheck
 
 DEMO = Path(__file__).parent.parent / "fixtures" / "demo" / "stats.py"
 CLI = [sys.executable, "-m", "dgemma_lsp"]

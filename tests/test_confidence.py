@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dgemma_lsp.completion import confident_part
+from dgemma_lsp.inline.pipeline import confident_part
 from engine import Candidate
 
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dgemma_lsp.context import CompletionContext, ContextOptions, Stop, build_context
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.positions import InvalidPosition, LineIndex
-from dgemma_lsp.syntax import SyntaxTree
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.positions import InvalidPosition, LineIndex
+from dgemma_lsp.documents.syntax import SyntaxTree
+from dgemma_lsp.inline.context import CompletionContext, ContextOptions, Stop, build_context
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "context"
 CURSOR = "<|cursor|>"

@@ -1,4 +1,4 @@
-"""DocumentStore: open/change/close, LSP incremental sync in each encoding, and the byte edits."""
+"""Text sync and the workspace: open/change/close, LSP incremental sync in each encoding, the byte edits."""
 
 from __future__ import annotations
 
@@ -15,10 +15,13 @@ from lsprotocol.types import (
     TextDocumentContentChangeWholeDocument,
 )
 
-from dgemma_lsp.documents import DocumentStore, Edit, UnknownDocument, apply_changes
-from dgemma_lsp.positions import InvalidPosition, PositionEncoding
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.positions import InvalidPosition, LineIndex, PositionEncoding
+from dgemma_lsp.documents.text_sync import Document, Edit, UnknownDocument, apply_changes, change_document
+from dgemma_lsp.documents.workspace import Workspace
 
 URI = "file:///tmp/example.py"
+ENCODING = PositionEncoding.UTF16
 EMOJI = "\N{GRINNING FACE}"
 
 
@@ -27,50 +30,61 @@ def partial(sl: int, sc: int, el: int, ec: int, text: str) -> TextDocumentConten
 
 
 def test_open_get_close_and_unknown_uris():
-    store = DocumentStore()
-    doc = store.open(URI, "python", 1, "x = 1\n")
-    assert store.get(URI) is doc
+    workspace = Workspace(LanguageRegistry(), "utf-16")
+    opened = workspace.open(URI, "python", 1, "x = 1\n")
+    assert workspace.get(URI) is opened
+    doc = opened.document
     assert (doc.uri, doc.language_id, doc.version, doc.text) == (URI, "python", 1, "x = 1\n")
-    assert URI in store and len(store) == 1
-    store.close(URI)
-    assert URI not in store
+    assert opened.tree is not None and not opened.tree.has_error
+    assert URI in workspace and len(workspace) == 1 and workspace.is_current(URI, 1)
+    workspace.close(URI)
+    assert URI not in workspace and not workspace.is_current(URI, 1)
     with pytest.raises(UnknownDocument, match=r"document not open: file:///tmp/example\.py"):
-        store.get(URI)
+        workspace.get(URI)
     with pytest.raises(UnknownDocument):
-        store.change(URI, 2, [partial(0, 0, 0, 0, "y")])
+        workspace.change(URI, 2, [partial(0, 0, 0, 0, "y")])
     with pytest.raises(UnknownDocument):
-        store.close(URI)
+        workspace.close(URI)
     assert issubclass(UnknownDocument, LookupError)
 
 
-def test_store_rejects_an_unknown_encoding():
+def test_workspace_rejects_an_unknown_encoding():
     with pytest.raises(ValueError, match="unknown position encoding 'latin-1'"):
-        DocumentStore("latin-1")
+        Workspace(LanguageRegistry(), "latin-1")
+
+
+def test_workspace_change_moves_text_tree_and_history_together():
+    workspace = Workspace(LanguageRegistry(), "utf-16")
+    opened = workspace.open(URI, "python", 1, "def f():\n    return 1\n")
+    edit = workspace.change(URI, 2, [partial(1, 11, 1, 12, "total")])
+    assert (edit.offset, edit.old, edit.new) == (20, "1", "total")
+    assert opened.document.text == "def f():\n    return total\n" and opened.document.version == 2
+    assert opened.tree is not None and not opened.tree.has_error
+    assert [(e.offset, e.old, e.new) for e in opened.history.recent()] == [(20, "1", "total")]
+    whole = workspace.change(URI, 3, [TextDocumentContentChangeWholeDocument(text="x = (\n")])
+    assert whole is None and opened.tree.has_error  # an unclosed bracket, parsed incrementally
 
 
 def test_utf16_change_after_an_emoji_gives_utf8_byte_edit():
-    store = DocumentStore(PositionEncoding.UTF16)
-    store.open(URI, "python", 1, f's = "{EMOJI}"\nprint(s)\n')
+    doc = Document(URI, "python", 1, LineIndex(f's = "{EMOJI}"\nprint(s)\n'))
     # The closing quote is utf-16 character 7 (the emoji is two units) and utf-8 byte 9.
-    change = store.change(URI, 2, [partial(0, 7, 0, 8, "' + 'x'")])
+    change = change_document(doc, 2, [partial(0, 7, 0, 8, "' + 'x'")], ENCODING)
     assert change.document.text == f"s = \"{EMOJI}' + 'x'\nprint(s)\n"
     assert change.document.version == 2
     assert change.edits == (Edit(9, 10, 16, (0, 9), (0, 10), (0, 16)),)
 
 
 def test_utf8_positions_inside_a_character_round_down():
-    store = DocumentStore("utf-8")
-    store.open(URI, "python", 1, "# \u4e2d\u6587\n")
+    doc = Document(URI, "python", 1, LineIndex("# \u4e2d\u6587\n"))
     # byte 3 is inside the first CJK char (bytes 2-4): the insert lands before it
-    change = store.change(URI, 2, [partial(0, 3, 0, 3, "!")])
+    change = change_document(doc, 2, [partial(0, 3, 0, 3, "!")], PositionEncoding.UTF8)
     assert change.document.text == "# !\u4e2d\u6587\n"
     assert change.edits[0].start_byte == 2
 
 
 def test_changes_apply_in_order_each_against_the_previous_text():
-    store = DocumentStore()
-    store.open(URI, "python", 1, "a\nb\n")
-    change = store.change(URI, 2, [partial(1, 0, 1, 1, "B\nC"), partial(2, 1, 2, 1, "!")])
+    doc = Document(URI, "python", 1, LineIndex("a\nb\n"))
+    change = change_document(doc, 2, [partial(1, 0, 1, 1, "B\nC"), partial(2, 1, 2, 1, "!")], ENCODING)
     assert change.document.text == "a\nB\nC!\n"
     first, second = change.edits
     assert first == Edit(2, 3, 5, (1, 0), (1, 1), (2, 1))
@@ -78,33 +92,35 @@ def test_changes_apply_in_order_each_against_the_previous_text():
 
 
 def test_whole_document_change_replaces_everything():
-    store = DocumentStore()
-    store.open(URI, "python", 1, "old\ntext")
-    change = store.change(URI, 2, [TextDocumentContentChangeWholeDocument(text="new")])
+    doc = Document(URI, "python", 1, LineIndex("old\ntext"))
+    change = change_document(doc, 2, [TextDocumentContentChangeWholeDocument(text="new")], ENCODING)
     assert change.document.text == "new"
     assert change.edits == (Edit(0, 8, 3, (0, 0), (1, 4), (0, 3)),)
 
 
 def test_ranges_past_the_end_are_clamped():
-    store = DocumentStore()
-    store.open(URI, "python", 1, "ab\ncd")
-    change = store.change(URI, 2, [partial(0, 9, 7, 3, "!")])  # line 0's end .. document end
+    doc = Document(URI, "python", 1, LineIndex("ab\ncd"))
+    change = change_document(doc, 2, [partial(0, 9, 7, 3, "!")], ENCODING)  # line 0's end .. the end
     assert change.document.text == "ab!"
     assert change.edits[0] == Edit(2, 5, 3, (0, 2), (1, 2), (0, 3))
 
 
 def test_end_before_start_is_invalid_and_leaves_the_document_alone():
-    store = DocumentStore()
-    store.open(URI, "python", 1, "abc\ndef\n")
+    doc = Document(URI, "python", 1, LineIndex("abc\ndef\n"))
     with pytest.raises(InvalidPosition, match="before its start"):
-        store.change(URI, 2, [partial(0, 0, 0, 1, "X"), partial(1, 2, 1, 1, "")])
-    assert store.get(URI).text == "abc\ndef\n" and store.get(URI).version == 1
+        change_document(doc, 2, [partial(0, 0, 0, 1, "X"), partial(1, 2, 1, 1, "")], ENCODING)
+    workspace = Workspace(LanguageRegistry(), ENCODING)
+    workspace.open(URI, "python", 1, doc.text)
+    with pytest.raises(InvalidPosition, match="before its start"):
+        workspace.change(URI, 2, [partial(0, 0, 0, 1, "X"), partial(1, 2, 1, 1, "")])
+    kept = workspace.get(URI)
+    assert kept.document.text == "abc\ndef\n" and kept.document.version == 1 and not kept.history.recent()
     # lsprotocol refuses negative numbers itself; a duck-typed change reaches our check.
     negative = SimpleNamespace(
         range=SimpleNamespace(start=SimpleNamespace(line=0, character=-1), end=Position(0, 0)), text=""
     )
     with pytest.raises(InvalidPosition, match="character must be >= 0"):
-        store.change(URI, 2, [negative])
+        change_document(doc, 2, [negative], ENCODING)
 
 
 def test_crlf_document_edits_use_tree_sitter_rows():
@@ -150,13 +166,15 @@ def reference_point(text: str, offset: int) -> tuple[int, int]:
     ),
 )
 def test_random_edit_sequences_match_reference(encoding, text, steps):
-    store = DocumentStore(encoding)
-    store.open(URI, "plaintext", 0, text)
+    doc = Document(URI, "plaintext", 0, LineIndex(text))
     for version, (line, character, extra_lines, end_character, new) in enumerate(steps, 1):
         end = (line + extra_lines, end_character if extra_lines else max(character, end_character))
         a = reference_offset(text, line, character, encoding)
         b = reference_offset(text, *end, encoding)
-        change = store.change(URI, version, [partial(line, character, *end, new)])
+        change = change_document(
+            doc, version, [partial(line, character, *end, new)], PositionEncoding(encoding)
+        )
+        doc = change.document
         expected_edit = Edit(
             start_byte=len(text[:a].encode()),
             old_end_byte=len(text[:b].encode()),

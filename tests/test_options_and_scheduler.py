@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from dgemma_lsp.options import Options, completion_budget_ms, parse_options
-from dgemma_lsp.scheduler import Scheduler, Superseded
+from dgemma_lsp.runtime.options import Options, completion_budget_ms, parse_options
+from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 
 
 def test_camel_case_options_under_a_dgemma_key():

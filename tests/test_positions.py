@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol.types import PositionEncodingKind
 
-from dgemma_lsp.positions import (
+from dgemma_lsp.documents.positions import (
     InvalidPosition,
     LineIndex,
     PositionEncoding,

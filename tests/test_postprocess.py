@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dgemma_lsp.postprocess import Shape, balance_brackets, cut_suffix_repeat, keep_to_scope, postprocess
+from dgemma_lsp.inline.postprocess import (
+    Shape,
+    balance_brackets,
+    cut_suffix_repeat,
+    keep_to_scope,
+    postprocess,
+)
 
 
 def single(line_suffix: str = "", suffix: str | None = None) -> Shape:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dgemma_lsp.completion import complete_with_repair, plan
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.options import CompletionOptions, Options
-from dgemma_lsp.repair import ParseCheck, cut_points, introduced_errors, repair_request
-from dgemma_lsp.workspace import OpenFiles
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.pipeline import execute
+from dgemma_lsp.inline.planning import prepare
+from dgemma_lsp.inline.repair import ParseCheck, cut_points, introduced_errors, repair_request
+from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import InfillRequest
 
 PYTHON = LanguageRegistry().grammar("python")
@@ -68,14 +69,13 @@ class RecordingEngine:
 
 
 def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
-    files = OpenFiles(LanguageRegistry(), "utf-16")
     text = "def mean(values):\n    total = sum(values)\n    return total / len(values)\n"
-    files.open("file:///m.py", "python", 1, text)
+    opened = standalone(text, "python", LanguageRegistry())
     cursor = text.index("sum(values)") + len("sum(values)")  # the file parses with nothing added here
     options = Options(completion=CompletionOptions(latency_budget_ms=0, max_steps=4))
-    planned = plan(files.snapshot("file:///m.py"), cursor, options, tiny_engine, 0.0)
+    planned = prepare(opened.snapshot(), cursor, options, tiny_engine, 0.0)
     recording = RecordingEngine(tiny_engine)
-    outcome = complete_with_repair(planned, recording, planned.request)
+    outcome = execute(planned, recording)
     # The random tiny model writes noise; noise breaks Python's parse, so a repair pass ran.
     assert len(recording.requests) == 2
     first, fix = recording.requests

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from dgemma_lsp.edit_history import EditHistory, preamble
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.positions import LineIndex
-from dgemma_lsp.rewrite import Target, smallest_changes, target_at
-from dgemma_lsp.syntax import SyntaxTree
+from dgemma_lsp.documents.edit_history import EditHistory, preamble
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.positions import LineIndex
+from dgemma_lsp.documents.syntax import SyntaxTree
+from dgemma_lsp.rewrite.targets import Target, smallest_changes, target_at
 from tests.lsp_session import lsp_session, open_document
 
 CODE = (
@@ -66,17 +66,17 @@ def test_no_change_gives_no_edits():
 
 def test_edit_history_merges_typing_and_backspace():
     history = EditHistory()
-    history.record("u", 10, "", "s")
-    history.record("u", 11, "", "u")
-    history.record("u", 12, "", "b")
-    history.record("u", 12, "b", "")  # backspace
-    history.record("u", 40, "total", "subtotal")
-    assert [(e.offset, e.old, e.new) for e in history.recent("u")] == [
+    history.record(10, "", "s")
+    history.record(11, "", "u")
+    history.record(12, "", "b")
+    history.record(12, "b", "")  # backspace
+    history.record(40, "total", "subtotal")
+    assert [(e.offset, e.old, e.new) for e in history.recent()] == [
         (10, "", "su"),
         (40, "total", "subtotal"),
     ]
-    assert preamble(history.recent("u"), "python") == "# edit: '' -> 'su'\n# edit: 'total' -> 'subtotal'\n"
-    assert preamble(history.recent("u"), "go").startswith("// edit:")
+    assert preamble(history.recent(), "python") == "# edit: '' -> 'su'\n# edit: 'total' -> 'subtotal'\n"
+    assert preamble(history.recent(), "go").startswith("// edit:")
 
 
 def apply(text: str, edits: list[types.TextEdit], encoding: str) -> str:

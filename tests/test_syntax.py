@@ -10,9 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol.types import Position, Range, TextDocumentContentChangePartial
 
-from dgemma_lsp.documents import DocumentStore
-from dgemma_lsp.languages import DEFAULT_SPECS, LanguageRegistry, LanguageSpec
-from dgemma_lsp.syntax import SyntaxTree, child_spans, enclosing_block, in_comment, node_at, top_level_spans
+from dgemma_lsp.documents.languages import DEFAULT_SPECS, LanguageRegistry, LanguageSpec
+from dgemma_lsp.documents.positions import LineIndex, PositionEncoding
+from dgemma_lsp.documents.syntax import (
+    SyntaxTree,
+    child_spans,
+    enclosing_block,
+    in_comment,
+    node_at,
+    top_level_spans,
+)
+from dgemma_lsp.documents.text_sync import Document, change_document
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "context"
 CURSOR = "<|cursor|>"
@@ -66,7 +74,7 @@ def test_unknown_languages_give_none(registry):
 def test_a_broken_grammar_is_reported_once_and_gives_none(caplog):
     broken = LanguageSpec("nope", "tree_sitter_does_not_exist", "language", ("nope",), (".nope",), r"\{$")
     registry = LanguageRegistry([*DEFAULT_SPECS, broken])
-    with caplog.at_level(logging.WARNING, logger="dgemma_lsp.languages"):
+    with caplog.at_level(logging.WARNING, logger="dgemma_lsp.documents.languages"):
         assert registry.grammar("nope") is None
         assert registry.grammar("nope") is None
     assert len(caplog.records) == 1
@@ -89,24 +97,28 @@ def test_fixtures_parse(registry, path):
     assert tree.has_error == (path in INCOMPLETE)
 
 
+UTF16 = PositionEncoding.UTF16
+
+
 def test_apply_reparses_incrementally_and_leaves_the_old_tree_alone(registry):
-    store = DocumentStore("utf-16")
-    doc = store.open("file:///a.py", "python", 1, "def f():\n    return 1\n")
+    doc = Document("file:///a.py", "python", 1, LineIndex("def f():\n    return 1\n"))
     tree = SyntaxTree(registry.grammar("python"), doc.lines.encoded)
     old = tree.tree
     old_sexp = str(old.root_node)
-    change = store.change(
-        doc.uri,
+    change = change_document(
+        doc,
         2,
         [TextDocumentContentChangePartial(range=Range(Position(1, 11), Position(1, 12)), text="[")],
+        UTF16,
     )
     tree.apply(change.edits, change.document.lines.encoded)
     assert tree.has_error
     assert str(old.root_node) == old_sexp  # a reader holding the old tree is not disturbed
-    fixed = store.change(
-        doc.uri,
+    fixed = change_document(
+        change.document,
         3,
         [TextDocumentContentChangePartial(range=Range(Position(1, 12), Position(1, 12)), text="1]")],
+        UTF16,
     )
     tree.apply(fixed.edits, fixed.document.lines.encoded)
     assert fixed.document.text == "def f():\n    return [1]\n"
@@ -211,8 +223,7 @@ def test_incremental_tree_equals_fresh_parse(registry, language, encoding, steps
     """Random edits, then their inverses in reverse order: every state must parse to the same
     tree (node types, bytes and points) incrementally as from scratch."""
     grammar = registry.grammar(language)
-    store = DocumentStore(encoding)
-    doc = store.open("file:///x", language, 0, VALID[language])
+    doc = Document("file:///x", language, 0, LineIndex(VALID[language]))
     tree = SyntaxTree(grammar, doc.lines.encoded)
     undo = []
     version = 0
@@ -221,10 +232,11 @@ def test_incremental_tree_equals_fresh_parse(registry, language, encoding, steps
         nonlocal doc, version
         version += 1
         old_text = doc.text[start:end]
-        change = store.change(
-            doc.uri,
+        change = change_document(
+            doc,
             version,
             [TextDocumentContentChangePartial(range=_lsp_range(doc, start, end, encoding), text=new)],
+            PositionEncoding(encoding),
         )
         doc = change.document
         tree.apply(change.edits, doc.lines.encoded)

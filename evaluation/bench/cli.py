@@ -12,9 +12,9 @@ import random
 import time
 from pathlib import Path
 
+from dgemma_lsp.runtime.stats import percentile
 from evaluation.bench.driver import BenchClient, SessionLog
 from evaluation.bench.scripts import Pace, big_file, load_scripts
-from dgemma_lsp.stats import percentile
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ async def run(args: argparse.Namespace) -> dict:
     try:
         first = scripts[0]
         bench.open("file:///bench/first", first.language_id, first.initial)
-        from dgemma_lsp.positions import LineIndex
+        from dgemma_lsp.documents.positions import LineIndex
 
         await bench.first_completion(
             "file:///bench/first", LineIndex(first.initial), first.segments[0].offset

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.positions import LineIndex
+from dgemma_lsp.inline.context import build_context
 from evaluation.bench.scripts import Pace, Script
-from dgemma_lsp.context import build_context
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.positions import LineIndex
 
 STATS = "dgemma/stats"
 

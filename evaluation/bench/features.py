@@ -18,24 +18,24 @@ from pathlib import Path
 
 from tree_sitter import Parser
 
-from dgemma_lsp.completion import complete_with_repair, finish, plan, shape_of
-from dgemma_lsp.languages import LanguageRegistry
-from dgemma_lsp.options import CompletionOptions, Options
-from dgemma_lsp.postprocess import cut_suffix_repeat
-from dgemma_lsp.workspace import OpenFiles
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.pipeline import execute, finish
+from dgemma_lsp.inline.planning import prepare, shape_of
+from dgemma_lsp.inline.postprocess import cut_suffix_repeat
+from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import Engine, load_engine
 from evaluation.benchmarks import Item, load_items
 from evaluation.metrics import exact_match
 
 THRESHOLDS = (0, 10, 20, 30, 40, 50, 60)
+REGISTRY = LanguageRegistry()
 
 
 def _plan(engine: Engine, item: Item, **completion):
-    files = OpenFiles(LanguageRegistry(), "utf-32")
-    uri = f"file:///bench/{item.id.replace('/', '_')}"
-    files.open(uri, item.language, 1, item.prefix + item.suffix)
+    opened = standalone(item.prefix + item.suffix, item.language, REGISTRY)
     options = Options(completion=CompletionOptions(latency_budget_ms=0, **completion))
-    return plan(files.snapshot(uri), len(item.prefix), options, engine, time.monotonic())
+    return prepare(opened.snapshot(), len(item.prefix), options, engine, time.monotonic())
 
 
 def anchoring(engine: Engine, items: list[Item]) -> dict:
@@ -79,7 +79,7 @@ def repair(engine: Engine, items: list[Item]) -> dict:
         text = outcome.proposals[0].text if outcome.proposals else ""
         counts["without_repair"] += parses(parser, item.prefix + text + item.suffix)
         fixed = _plan(engine, item, syntax_repair=True)
-        repaired = complete_with_repair(fixed, engine, fixed.request)
+        repaired = execute(fixed, engine)
         text = repaired.proposals[0].text if repaired.proposals else ""
         preserved = parses(parser, item.prefix + text + item.suffix)
         counts["with_repair"] += preserved

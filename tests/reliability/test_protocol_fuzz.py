@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dgemma_lsp.options import Options
+from dgemma_lsp.runtime.options import Options
 from tests.reliability.wire import RawServer, frame
 
 URI = "file:///fuzz/doc.py"

@@ -5,10 +5,11 @@ The server has no request that returns a document's text, and none is added for 
 is checked through behaviour instead, against a fresh document opened with the reference text:
 - after every didChange, the rewrite code action at the cursor: its block offsets come from the
   server's text and its incremental tree-sitter tree, and must equal the fresh document's;
-- at the end of each sequence, an inline completion: the completer caches answers by (mode,
-  prefix, suffix), so the edited document is answered from the cache (`dgemma/stats` counts it)
-  only if its windows, and the scope its tree gives, equal the fresh document's character for
-  character. The windows are set larger than any document drawn here, so they hold all of it.
+- at the end of each sequence, an inline completion in the fresh document, then one in the edited
+  document: the engine keeps the last prompt's KV cache, so the second reuses all but its last
+  prompt token (`dgemma/stats` counts them) only if its windows equal the fresh document's token for
+  token, and the answers must be the same. The windows are set larger than any document drawn here,
+  so they hold all of it.
 Unit-level property tests of OpenFiles and the tree are in tests/test_documents.py and
 tests/test_syntax.py; this covers the server's path (JSON, lsprotocol, positions, handlers).
 """
@@ -50,7 +51,7 @@ def units(text: str, encoding: str) -> int:
 
 
 def line_starts(text: str) -> list[int]:
-    """LSP lines (a reference written apart from dgemma_lsp.positions): breaks are \\r\\n, \\r, \\n."""
+    """LSP lines (a reference apart from dgemma_lsp.documents.positions): breaks are \\r\\n, \\r, \\n."""
     return [0, *(m.end() for m in _BREAK.finditer(text))]
 
 
@@ -154,14 +155,16 @@ def test_random_incremental_edits_keep_the_server_text_in_step(
             edits += len(changes)
             cursor = data.draw(offset_in(reference), label="cursor")
             same_as_fresh_document(server, uri, reference, position(reference, cursor, encoding))
-        # The completion windows: the edited document is answered from the fresh one's cache entry.
+        # The completion windows: the edited document's prompt is the fresh one's, token for token.
         at = position(reference, cursor, encoding)
         fresh = f"file:///sync/fresh-{next(_ids)}.py"
         server.open(fresh, reference)
         first = server.request("textDocument/inlineCompletion", server.inline_params(fresh, **at), 60)
-        cached_before = server.stats()["sources"].get("cache", 0)
+        server.stats(reset=True)
         second = server.request("textDocument/inlineCompletion", server.inline_params(uri, **at), 60)
-        assert server.stats()["sources"].get("cache", 0) == cached_before + 1, (reference, at)
+        figures_now = server.stats()
+        assert figures_now["sources"] == {"model": 1}, (reference, at)
+        assert figures_now["reused_prompt_tokens"] == figures_now["prompt_tokens"] - 1, (reference, at)
         assert first["result"] == second["result"]
         server.close_document(fresh)
         server.close_document(uri)

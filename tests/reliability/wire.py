@@ -246,8 +246,8 @@ class RawServer:
             "context": {"triggerKind": 1},
         }
 
-    def stats(self, timeout: float = 30.0) -> dict:
-        answer = self.request("dgemma/stats", None, timeout)
+    def stats(self, timeout: float = 30.0, reset: bool = False) -> dict:
+        answer = self.request("dgemma/stats", {"reset": True} if reset else None, timeout)
         assert "result" in answer, answer
         return answer["result"]
 

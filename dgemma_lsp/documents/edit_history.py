@@ -1,4 +1,4 @@
-"""The last few edits of each document, as small diffs, for next-edit suggestions.
+"""The last few edits of a document, as small diffs, for next-edit suggestions.
 
 Keystrokes that continue the previous edit (typing a word, deleting with backspace) merge into it,
 so the history holds edits as a person thinks of them ("renamed total to subtotal"), not keys.
@@ -21,16 +21,15 @@ class RecentEdit:
 
 
 class EditHistory:
+    """The recent edits of one document."""
+
     def __init__(self) -> None:
-        self._edits: dict[str, deque[RecentEdit]] = {}
+        self._edits: deque[RecentEdit] = deque(maxlen=MAX_EDITS)
 
-    def forget(self, uri: str) -> None:
-        self._edits.pop(uri, None)
-
-    def record(self, uri: str, offset: int, old: str, new: str) -> None:
+    def record(self, offset: int, old: str, new: str) -> None:
         if old == new:
             return
-        edits = self._edits.setdefault(uri, deque(maxlen=MAX_EDITS))
+        edits = self._edits
         last = edits[-1] if edits else None
         if last is not None and not old and offset == last.offset + len(last.new):
             edits[-1] = RecentEdit(last.offset, last.old, last.new + new)  # typing on
@@ -44,8 +43,8 @@ class EditHistory:
         else:
             edits.append(RecentEdit(offset, old, new))
 
-    def recent(self, uri: str) -> list[RecentEdit]:
-        return [e for e in self._edits.get(uri, ()) if e.old != e.new]
+    def recent(self) -> list[RecentEdit]:
+        return [e for e in self._edits if e.old != e.new]
 
 
 def preamble(edits: list[RecentEdit], language_id: str, limit: int = 4) -> str:

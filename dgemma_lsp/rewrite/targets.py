@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
 
-from dgemma_lsp.context import ContextOptions, build_context
-from dgemma_lsp.languages import LanguageSpec
-from dgemma_lsp.positions import LineIndex
+from dgemma_lsp.documents.languages import LanguageSpec
+from dgemma_lsp.documents.positions import LineIndex
+from dgemma_lsp.inline.context import ContextOptions, build_context
 from engine import InfillRequest
 
 # Node types that hold statements: a child of one of these is a statement, definition or member.
@@ -122,6 +122,14 @@ def rewrite_request(
         seed_noise=strength,
         deadline=deadline,
     )
+
+
+def next_edit_target(lines: LineIndex, cursor: int, count: int) -> Target | None:
+    """The `count` lines from the cursor's: where a next edit may land."""
+    row = lines.row_of(cursor)
+    start, end = lines.line_start(row), lines.line_end(min(lines.line_count - 1, row + count - 1))
+    text = lines.text[start:end]
+    return Target(start=start, end=end, text=text) if text.strip() else None
 
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]")

@@ -107,6 +107,8 @@ class Stats:
             "steps_mean": sum(r.steps for r in model) / len(model) if model else None,
             "tokens_per_forward": sum(r.tokens_per_forward for r in model) / len(model) if model else None,
             "prompt_reuse": sum(r.reused_prompt_tokens for r in model) / prompt if prompt else None,
+            "prompt_tokens": prompt,
+            "reused_prompt_tokens": sum(r.reused_prompt_tokens for r in model),
             "stop_reasons": dict(Counter(r.stop_reason for r in model)),
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }

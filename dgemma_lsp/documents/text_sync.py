@@ -1,26 +1,26 @@
-"""Open documents: LSP full and incremental sync, and the byte edits tree-sitter needs.
+"""LSP full and incremental text sync on immutable documents, and the byte edits tree-sitter needs.
 
 A ``Document`` is an immutable snapshot (a worker thread can read one while the event loop
-applies the next change). ``DocumentStore.change`` applies LSP content changes in order and
-returns one ``Edit`` per change, in utf-8 bytes and tree-sitter points, for ``Tree.edit``.
+applies the next change). ``change_document`` applies LSP content changes in order and returns
+one ``Edit`` per change, in utf-8 bytes and tree-sitter points, for ``Tree.edit``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dgemma_lsp.positions import InvalidPosition, LineIndex, PositionEncoding, utf8
+from dgemma_lsp.documents.positions import InvalidPosition, LineIndex, PositionEncoding, utf8
 
 __all__ = [
     "ContentChange",
     "Document",
     "DocumentChange",
-    "DocumentStore",
     "Edit",
     "UnknownDocument",
     "apply_changes",
+    "change_document",
 ]
 
 
@@ -133,70 +133,25 @@ def _apply(lines: LineIndex, change: ContentChange, encoding: PositionEncoding) 
     return lines.replace(start_offset, end_offset, text), edit
 
 
-class DocumentStore:
-    """The open documents, keyed by URI, in one position encoding.
+def change_document(
+    document: Document, version: int, changes: Iterable[ContentChange], encoding: PositionEncoding
+) -> DocumentChange:
+    """Apply ``changes`` in order; each range is read against the text the previous one left.
 
-    The encoding is fixed at construction: the server creates the store once the client has
-    negotiated ``positionEncoding`` at initialize.
+    Ranges past the end are clamped (LSP); an end before its start raises ``InvalidPosition``
+    and nothing is applied (the caller keeps ``document``).
     """
-
-    def __init__(self, encoding: PositionEncoding | str = PositionEncoding.UTF16) -> None:
-        self._encoding = PositionEncoding.parse(encoding)
-        self._documents: dict[str, Document] = {}
-
-    @property
-    def encoding(self) -> PositionEncoding:
-        return self._encoding
-
-    def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
-        """Start tracking ``uri`` (a second open replaces the first, as a client reopening it would)."""
-        document = Document(uri, language_id, version, LineIndex(text))
-        self._documents[uri] = document
-        return document
-
-    def change(self, uri: str, version: int, changes: Iterable[ContentChange]) -> DocumentChange:
-        """Apply ``changes`` in order; each range is read against the text the previous one left.
-
-        Ranges past the end are clamped (LSP); an end before its start raises ``InvalidPosition``
-        and leaves the document unchanged.
-        """
-        document = self.get(uri)
-        lines = document.lines
-        edits: list[Edit] = []
-        for change in changes:
-            lines, edit = _apply(lines, change, self._encoding)
-            edits.append(edit)
-        document = Document(uri, document.language_id, version, lines)
-        self._documents[uri] = document
-        return DocumentChange(document, tuple(edits))
-
-    def close(self, uri: str) -> None:
-        if self._documents.pop(uri, None) is None:
-            raise UnknownDocument(uri)
-
-    def get(self, uri: str) -> Document:
-        try:
-            return self._documents[uri]
-        except KeyError:
-            raise UnknownDocument(uri) from None
-
-    def __contains__(self, uri: object) -> bool:
-        return uri in self._documents
-
-    def __iter__(self) -> Iterator[Document]:
-        return iter(list(self._documents.values()))
-
-    def __len__(self) -> int:
-        return len(self._documents)
+    lines = document.lines
+    edits: list[Edit] = []
+    for change in changes:
+        lines, edit = _apply(lines, change, encoding)
+        edits.append(edit)
+    return DocumentChange(Document(document.uri, document.language_id, version, lines), tuple(edits))
 
 
 def apply_changes(
     text: str, changes: Sequence[ContentChange], encoding: PositionEncoding
 ) -> tuple[str, list[Edit]]:
-    """Apply ``changes`` to a plain string (for one-off use and tests); see ``DocumentStore.change``."""
-    lines = LineIndex(text)
-    edits = []
-    for change in changes:
-        lines, edit = _apply(lines, change, encoding)
-        edits.append(edit)
-    return lines.text, edits
+    """Apply ``changes`` to a plain string (for one-off use and tests); see ``change_document``."""
+    changed = change_document(Document("", "", 0, LineIndex(text)), 0, changes, encoding)
+    return changed.document.text, list(changed.edits)

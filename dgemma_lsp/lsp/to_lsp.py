@@ -1,13 +1,13 @@
-"""Our dataclasses to lsprotocol types, in the client's position encoding."""
+"""Our dataclasses to lsprotocol types (and plain JSON for custom messages), in the client's encoding."""
 
 from __future__ import annotations
 
 from lsprotocol import types
 
-from dgemma_lsp.completion import Proposal
-from dgemma_lsp.documents import Document
-from dgemma_lsp.positions import PositionEncoding
-from dgemma_lsp.rewrite import Change
+from dgemma_lsp.documents.positions import PositionEncoding
+from dgemma_lsp.documents.text_sync import Document
+from dgemma_lsp.inline.proposal import Proposal
+from dgemma_lsp.rewrite.targets import Change
 
 
 def position(document: Document, offset: int, encoding: PositionEncoding) -> types.Position:
@@ -29,6 +29,14 @@ def inline_completion_list(
 
 def range_of(document: Document, start: int, end: int, encoding: PositionEncoding) -> types.Range:
     return types.Range(start=position(document, start, encoding), end=position(document, end, encoding))
+
+
+def plain(span: types.Range) -> dict:
+    """A range as JSON, for custom messages that carry one."""
+    return {
+        "start": {"line": span.start.line, "character": span.start.character},
+        "end": {"line": span.end.line, "character": span.end.character},
+    }
 
 
 def workspace_edit(

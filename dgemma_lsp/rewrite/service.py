@@ -1,6 +1,6 @@
 """Runs whole-block rewrites and next-edit suggestions on the model worker.
 
-The pure parts (which block, the request, the smallest diff) are in `rewrite`; this module only
+The pure parts (which block, the request, the smallest diff) are in targets.py; this module only
 adds the scheduling: a rewrite is a job of its own per document (typing does not cancel it, a newer
 rewrite does) and its answer is dropped when the document moved on meanwhile.
 """
@@ -11,13 +11,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from dgemma_lsp.completion import context_options
-from dgemma_lsp.edit_history import EditHistory, preamble
-from dgemma_lsp.options import Options
-from dgemma_lsp.positions import LineIndex
-from dgemma_lsp.rewrite import Change, Target, rewrite_request, smallest_changes
-from dgemma_lsp.scheduler import Scheduler, Superseded
-from dgemma_lsp.workspace import Snapshot
+from dgemma_lsp.documents.edit_history import preamble
+from dgemma_lsp.documents.workspace import OpenDocument
+from dgemma_lsp.rewrite.targets import Change, Target, rewrite_request, smallest_changes
+from dgemma_lsp.runtime.options import Options
+from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 from engine import Engine
 
 
@@ -27,23 +25,13 @@ class Rewritten:
     confidence: float  # the rewrite's mean token probability
 
 
-def next_edit_target(lines: LineIndex, cursor: int, count: int) -> Target | None:
-    """The `count` lines from the cursor's: where a next edit may land."""
-    row = lines.row_of(cursor)
-    start, end = lines.line_start(row), lines.line_end(min(lines.line_count - 1, row + count - 1))
-    text = lines.text[start:end]
-    return Target(start=start, end=end, text=text) if text.strip() else None
-
-
-class Rewriter:
-    def __init__(self, scheduler: Scheduler, history: EditHistory) -> None:
+class RewriteService:
+    def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.history = history
 
     async def rewrite(
         self,
-        uri: str,
-        snapshot: Snapshot,
+        opened: OpenDocument,
         target: Target,
         options: Options,
         engine: Engine,
@@ -51,16 +39,16 @@ class Rewriter:
         with_recent_edits: bool = False,
     ) -> Rewritten | None:
         """Denoise `target` again; None when superseded, stale, or the model wrote nothing."""
-        document = snapshot.document
+        document = opened.document
         budget = options.rewrite.latency_budget_ms
-        recent = preamble(self.history.recent(uri), document.language_id) if with_recent_edits else ""
+        recent = preamble(opened.history.recent(), document.language_id) if with_recent_edits else ""
         request = rewrite_request(
-            document.lines, target, snapshot.spec, document.language_id, engine.count_tokens,
-            context_options(options), options.rewrite.strength_percent / 100,
+            document.lines, target, opened.spec, document.language_id, engine.count_tokens,
+            options.context, options.rewrite.strength_percent / 100,
             time.monotonic() + budget / 1000 if budget else None, recent,
         )  # fmt: skip
         future = self.scheduler.submit(
-            f"{uri}#rewrite", lambda cancel: engine.infill(replace(request, cancel=cancel))
+            f"{document.uri}#rewrite", lambda cancel: engine.infill(replace(request, cancel=cancel))
         )
         try:
             result = await future

@@ -13,9 +13,26 @@ from typing import Any, get_type_hints
 
 
 @dataclass(frozen=True)
-class WindowOptions:
+class ContextOptions:
+    """Window budgets in model tokens, and how windows are kept still and cut; defaults suit 1-2k tokens."""
+
     prefix_tokens: int = 768
     suffix_tokens: int = 256
+    anchor_slack: float = 1.25  # reuse an old window edge while the window holds <= budget * slack
+    min_fill: float = 0.5  # ... and >= budget * min_fill (unless it reaches the file's edge)
+    boundary_fill: float = 0.5  # a syntax boundary may shrink a fresh window to this fraction
+    max_lines: dict[str, int] = field(
+        default_factory=lambda: {"single_line": 1, "multi_line": 8, "block": 32}
+    )
+
+    def __post_init__(self) -> None:
+        if self.prefix_tokens < 1 or self.suffix_tokens < 0:
+            raise ValueError("prefix_tokens must be >= 1 and suffix_tokens >= 0")
+        if self.anchor_slack < 1 or not 0 <= self.min_fill <= 1 or not 0 <= self.boundary_fill <= 1:
+            raise ValueError("anchor_slack must be >= 1; min_fill and boundary_fill in [0, 1]")
+        missing = {"single_line", "multi_line", "block"} - self.max_lines.keys()
+        if missing:
+            raise ValueError(f"max_lines lacks {sorted(missing)}")
 
 
 # The completion budget when none is set: a CPU step of the bundled model costs ~10-20 ms, a GPU step
@@ -50,6 +67,8 @@ class CompletionOptions:
     anchor_suffix: bool = True
     # Languages to complete in (LSP language ids); empty means all.
     languages: tuple[str, ...] = ()
+    # "diffusion", or "autoregressive": the same weights decoded left to right (for comparisons).
+    decoder: str = "diffusion"
 
 
 @dataclass(frozen=True)
@@ -66,7 +85,7 @@ class Options:
     model: str = "default"
     device: str = "auto"
     threads: int = 0  # 0: torch decides
-    context: WindowOptions = field(default_factory=WindowOptions)
+    context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     rewrite: RewriteOptions = field(default_factory=RewriteOptions)
     # Log document text (prompts, completions): off by default, code stays out of logs.
@@ -80,6 +99,7 @@ _POSITIVE = {
     "max_tokens_multi_line",
     "candidates",
 }
+DECODERS = ("diffusion", "autoregressive")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -101,6 +121,11 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     if not _DEVICE.match(options.device):
         problems.append(f"device {options.device!r} is not one of auto, cpu, cuda, cuda:N, mps; using 'auto'")
         options = replace(options, device="auto")
+    if options.completion.decoder not in DECODERS:
+        problems.append(
+            f"completion.decoder {options.completion.decoder!r} is not one of {', '.join(DECODERS)}"
+        )
+        options = replace(options, completion=replace(options.completion, decoder="diffusion"))
     return options, problems
 
 
@@ -126,7 +151,11 @@ def _merge(current: Any, raw: dict, path: str, problems: list[str]) -> Any:
             problems.append(f"option {where!r} has an invalid value {value!r}; kept {old!r}")
         else:
             changes[name] = checked
-    return replace(current, **changes)
+    try:
+        return replace(current, **changes)
+    except ValueError as err:  # a combination the dataclass refuses (its __post_init__)
+        problems.append(f"options {path.rstrip('.') or 'at the top level'}: {err}; kept the defaults there")
+        return current
 
 
 def _check(name: str, hint: Any, value: Any) -> Any:
@@ -140,8 +169,10 @@ def _check(name: str, hint: Any, value: Any) -> Any:
         if name.endswith("_percent") and value > 100:
             return None
         return None if name in _POSITIVE and value == 0 else value
+    if hint is float:
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
     if hint is str:
         return value if isinstance(value, str) and value.strip() else None
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+    if hint == tuple[str, ...] and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
     return None

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from dgemma_lsp.options import Options
-from dgemma_lsp.scheduler import Scheduler, Superseded
+from dgemma_lsp.runtime.options import Options
+from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 from engine import Engine, EngineError
 
 logger = logging.getLogger(__name__)

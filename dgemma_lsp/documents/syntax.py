@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Language, Node, Parser, Tree
 
-from dgemma_lsp.documents import Edit
+from dgemma_lsp.documents.text_sync import Edit
 
 __all__ = [
     "Block",

@@ -1,0 +1,136 @@
+"""What an editor is shown for a cursor: the one completion pipeline.
+
+`complete` is the entry point every caller uses (the LSP server, `dgemma-lsp complete`, every
+`eval` benchmark and, through the server, `bench`): snapshot, cursor, options and engine in,
+proposals out. Its stages: `prepare` (context and engine request, in planning.py), then
+`execute`: the engine call, syntax repair, and post-processing. The server runs the two halves on
+two threads (prepare on the event loop, execute on the model worker); everyone else calls `complete`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+
+from dgemma_lsp.documents.workspace import Snapshot
+from dgemma_lsp.inline.context import CompletionContext
+from dgemma_lsp.inline.planning import Plan, prepare, shape_of
+from dgemma_lsp.inline.postprocess import postprocess
+from dgemma_lsp.inline.proposal import Proposal
+from dgemma_lsp.inline.repair import ParseCheck, repair_request
+from dgemma_lsp.runtime.options import Options
+from engine import CancelToken, Candidate, Engine, InfillResult, Timings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Completion:
+    proposals: tuple[Proposal, ...]  # what the editor shows, best first (may be empty)
+    context: CompletionContext
+    result: InfillResult  # the engine's answer (both passes' figures when repair ran)
+    began: float = 0.0  # monotonic time the engine call started
+    repaired: bool = False  # syntax repair replaced the best proposal
+
+
+def complete(
+    snapshot: Snapshot,
+    cursor: int,
+    options: Options,
+    engine: Engine,
+    started: float | None = None,
+    cancel: CancelToken | None = None,
+) -> Completion:
+    """The proposals an editor shows at `cursor` of `snapshot` (a code-point offset)."""
+    started = time.monotonic() if started is None else started
+    return execute(prepare(snapshot, cursor, options, engine, started), engine, cancel)
+
+
+def execute(plan: Plan, engine: Engine, cancel: CancelToken | None = None) -> Completion:
+    """Infill and post-process; when the best proposal breaks the parse, repair it once.
+
+    What still breaks the parse after that is cut to its longest head that does not, or dropped.
+    Runs on the model worker: it blocks for the engine call.
+    """
+    began = time.monotonic()
+    request = replace(plan.request, cancel=cancel)
+    completion = replace(finish(plan, engine.infill(request)), began=began)
+    if plan.grammar is None or not completion.proposals:
+        return completion
+    check = ParseCheck(plan.grammar, plan.context.prefix, plan.context.suffix)
+    best = completion.proposals[0]
+    spans = check.introduced(best.text)
+    out_of_time = request.deadline is not None and time.monotonic() >= request.deadline
+    token_spans = engine.token_spans(best.text) if spans and request.decoder == "diffusion" else None
+    if not spans or out_of_time or token_spans is None:
+        return parse_guarded(check, completion)  # repair runs inside the budget or not at all
+    if cancel is not None and cancel.is_set():
+        return completion  # nobody waits for it: do no more work
+    try:
+        repaired = finish(plan, engine.infill(repair_request(request, best.text, spans, token_spans)))
+    except (ValueError, IndexError, RuntimeError) as err:
+        # The repair is a second chance, not the answer: its failure must not lose the first one.
+        logger.warning(
+            "syntax repair failed, the completion is kept as it was: %s: %s", type(err).__name__, err
+        )
+        return parse_guarded(check, completion)
+    if not repaired.proposals or check.introduced(repaired.proposals[0].text):
+        return parse_guarded(check, completion)  # no better: the first answer, cut
+    proposals = (repaired.proposals[0], *completion.proposals[1:])
+    merged = merged_result(completion.result, repaired.result)
+    return parse_guarded(check, replace(completion, proposals=proposals, result=merged, repaired=True))
+
+
+def finish(plan: Plan, result: InfillResult) -> Completion:
+    """The engine's candidates as proposals: gated by confidence, post-processed, distinct."""
+    shape = shape_of(plan.context)
+    proposals: list[Proposal] = []
+    seen: set[str] = set()
+    for candidate in result.candidates:
+        if candidate.mean_confidence < plan.min_mean_confidence:
+            continue
+        text = postprocess(confident_part(candidate, plan.min_line_confidence), shape)
+        if text is None or text in seen:
+            continue
+        seen.add(text)
+        proposals.append(
+            Proposal(text=text, cursor=plan.context.cursor, confidence=candidate.mean_confidence)
+        )
+    return Completion(proposals=tuple(proposals), context=plan.context, result=result)
+
+
+def confident_part(candidate: Candidate, threshold: float) -> str:
+    """The candidate's text up to the first line the model was not sure of."""
+    if threshold <= 0:
+        return candidate.text
+    lines = candidate.text.split("\n")
+    for index, lowest in enumerate(candidate.line_confidence()):
+        if lowest < threshold:
+            return "\n".join(lines[:index])
+    return candidate.text
+
+
+def parse_guarded(check: ParseCheck, completion: Completion) -> Completion:
+    """Each proposal cut to its longest head that brings in no parse error; empty ones dropped."""
+    kept: list[Proposal] = []
+    seen: set[str] = set()
+    for proposal in completion.proposals:
+        head = check.preserving_head(proposal.text)
+        if head.strip() and head not in seen:
+            seen.add(head)
+            kept.append(replace(proposal, text=head))
+    return replace(completion, proposals=tuple(kept))
+
+
+def merged_result(first: InfillResult, second: InfillResult) -> InfillResult:
+    """One result for the request: the repair's text, both passes' steps and time."""
+    steps = first.steps + second.steps
+    timings = Timings(
+        prefill_ms=first.timings.prefill_ms + second.timings.prefill_ms,
+        denoise_ms=first.timings.denoise_ms + second.timings.denoise_ms,
+        total_ms=first.timings.total_ms + second.timings.total_ms,
+        forward_ms=first.timings.forward_ms + second.timings.forward_ms,
+    )
+    tokens = len(second.candidates[0].token_ids) if second.candidates else 0
+    return replace(second, steps=steps, timings=timings, tokens_per_forward=tokens / steps if steps else 0.0)

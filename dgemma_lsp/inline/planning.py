@@ -1,0 +1,81 @@
+"""From a cursor in a document snapshot to the engine request: the fast half of the pipeline.
+
+Runs on the event loop (windows and scope come from the incremental tree), so it must stay cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree_sitter import Language
+
+from dgemma_lsp.documents.workspace import Snapshot
+from dgemma_lsp.inline.context import CompletionContext, build_context
+from dgemma_lsp.inline.postprocess import Shape
+from dgemma_lsp.runtime.options import Options, completion_budget_ms
+from engine import Engine, InfillRequest
+
+MAX_ANCHOR_CHARS = 24
+
+
+@dataclass(frozen=True)
+class Plan:
+    context: CompletionContext
+    request: InfillRequest
+    min_line_confidence: float = 0.0  # cut the text before the first line below this
+    min_mean_confidence: float = 0.0  # offer nothing below this
+    grammar: Language | None = None  # for syntax repair; None: no repair
+
+
+def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float) -> Plan:
+    """The context at `cursor` and the engine request for it; `started` is the request's monotonic time."""
+    context = build_context(
+        snapshot.document.lines,
+        cursor,
+        count_tokens=engine.count_tokens,
+        spec=snapshot.spec,
+        language_id=snapshot.document.language_id,
+        tree=snapshot.tree,
+        options=options.context,
+        anchor=snapshot.anchor,
+    )
+    completion = options.completion
+    multi_line = context.mode != "single_line"
+    budget = completion_budget_ms(completion, engine.info.device)
+    request = InfillRequest(
+        prefix=context.prefix,
+        suffix=context.suffix,
+        language=context.language or "",
+        max_new_tokens=completion.max_tokens_multi_line if multi_line else completion.max_tokens_single_line,
+        min_new_tokens=1,
+        deadline=started + budget / 1000.0 if budget else None,
+        n_candidates=completion.candidates,
+        max_steps=completion.max_steps or None,
+        anchor=suffix_anchor(context) if completion.anchor_suffix else "",
+        decoder=completion.decoder,
+    )
+    return Plan(
+        context=context,
+        request=request,
+        min_line_confidence=completion.min_line_confidence_percent / 100,
+        min_mean_confidence=completion.min_mean_confidence_percent / 100,
+        grammar=snapshot.grammar if completion.syntax_repair else None,
+    )
+
+
+def suffix_anchor(context: CompletionContext) -> str:
+    """The rest of the line, fixed at the end of the canvas, when a single-line completion must join it."""
+    rest = context.line_suffix
+    if context.mode != "single_line" or not rest.strip() or len(rest) > MAX_ANCHOR_CHARS:
+        return ""
+    return rest
+
+
+def shape_of(context: CompletionContext) -> Shape:
+    return Shape(
+        multi_line=context.mode != "single_line",
+        max_lines=context.max_lines,
+        min_indent=context.stop.min_indent if context.mode != "single_line" else None,
+        line_suffix=context.line_suffix,
+        suffix=context.suffix,
+    )

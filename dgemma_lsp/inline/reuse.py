@@ -1,0 +1,89 @@
+"""Answers a document already has: the shown completion being typed through, and recent contexts.
+
+Typing the start of what was shown leaves its rest to show at once; undo, backspace or a re-trigger
+bring back a context seen moments ago. Both are answered without the model. A speculation (the
+completion computed right after an accept) is remembered here too, so the next request can await it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dgemma_lsp.inline.context import CompletionContext
+from dgemma_lsp.inline.proposal import Proposal
+
+Source = Literal["model", "typed_through", "cache", "speculative"]
+ContextKey = tuple[str, str, str, str]
+RECENT_CONTEXTS = 16
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The last answer of a document: what typing through or an accept is compared with."""
+
+    context: CompletionContext
+    proposals: tuple[Proposal, ...]
+
+
+def context_key(context: CompletionContext) -> ContextKey:
+    return (context.language or "", context.mode, context.prefix, context.suffix)
+
+
+def typed_through(shown: Shown, context: CompletionContext) -> tuple[Proposal, ...]:
+    """The rest of each shown proposal that starts with what was typed since it was shown."""
+    old = shown.context
+    if context.suffix != old.suffix or not context.prefix.startswith(old.prefix):
+        return ()
+    typed = context.prefix[len(old.prefix) :]
+    if not typed:
+        return ()
+    return tuple(
+        Proposal(text=p.text[len(typed) :], cursor=context.cursor, confidence=p.confidence)
+        for p in shown.proposals
+        if p.text.startswith(typed) and len(p.text) > len(typed) and p.text[len(typed) :].strip()
+    )
+
+
+class InlineMemory:
+    """One document's shown answer, its recent answers by context, and a pending speculation."""
+
+    def __init__(self) -> None:
+        self.shown: Shown | None = None
+        self.recent: OrderedDict[ContextKey, tuple[Proposal, ...]] = OrderedDict()
+        self.speculation: tuple[ContextKey, asyncio.Future] | None = None
+
+    def remember(self, context: CompletionContext, proposals: tuple[Proposal, ...]) -> None:
+        self.shown = Shown(context=context, proposals=proposals)
+        self.store(context_key(context), proposals)
+
+    def store(self, key: ContextKey, proposals: tuple[Proposal, ...]) -> None:
+        self.recent[key] = proposals
+        self.recent.move_to_end(key)
+        while len(self.recent) > RECENT_CONTEXTS:
+            self.recent.popitem(last=False)
+
+    def recall(self, context: CompletionContext) -> tuple[tuple[Proposal, ...], Source] | None:
+        """An answer for `context` without the model: the rest of the shown one, or a recent one."""
+        if self.shown is not None and (rest := typed_through(self.shown, context)):
+            self.shown = Shown(context=context, proposals=rest)
+            return rest, "typed_through"
+        key = context_key(context)
+        if key in self.recent:
+            self.recent.move_to_end(key)
+            proposals = tuple(replace(p, cursor=context.cursor) for p in self.recent[key])
+            self.shown = Shown(context=context, proposals=proposals)
+            return proposals, "cache"
+        return None
+
+    def take_speculation(self, key: ContextKey) -> asyncio.Future | None:
+        """The speculative job computing `key`, if there is one (it is handed out once)."""
+        speculation, self.speculation = self.speculation, None
+        return speculation[1] if speculation is not None and speculation[0] == key else None
+
+    def accepted(self, offset: int, text: str) -> bool:
+        """Was inserting `text` at `offset` the acceptance of a proposal shown there?"""
+        shown = self.shown
+        return shown is not None and any(p.cursor == offset and p.text == text for p in shown.proposals)

@@ -1,0 +1,221 @@
+"""One thin function per LSP method: fetch the document, call the core, convert the answer.
+
+`register` attaches them to a server; pygls passes the server as `ls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from dgemma_lsp.documents.positions import InvalidPosition
+from dgemma_lsp.documents.text_sync import UnknownDocument
+from dgemma_lsp.documents.workspace import OpenDocument, Workspace
+from dgemma_lsp.lsp import messages, to_lsp
+from dgemma_lsp.lsp.server import DgemmaServer
+from dgemma_lsp.rewrite.targets import Target, next_edit_target, target_at
+from dgemma_lsp.runtime.stats import record
+
+logger = logging.getLogger(__name__)
+
+REWRITE_TITLE = "Rewrite block with DiffusionGemma"
+
+
+def initialize(ls: DgemmaServer, params: types.InitializeParams) -> None:
+    ls.documents = Workspace(ls.registry, ls.workspace.position_encoding or "utf-16")
+    ls.apply_options(params.initialization_options)
+
+
+def initialized(ls: DgemmaServer, params: types.InitializedParams) -> None:
+    ls.start_loading()
+
+
+def did_change_configuration(ls: DgemmaServer, params: types.DidChangeConfigurationParams) -> None:
+    ls.apply_options(params.settings)
+    ls.start_loading()
+
+
+def did_open(ls: DgemmaServer, params: types.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
+
+
+def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    try:
+        edit = ls.documents.change(uri, params.text_document.version, params.content_changes)
+    except UnknownDocument:
+        ls.log(f"didChange for a document that is not open: {uri}", types.MessageType.Warning)
+        return
+    except (InvalidPosition, TypeError) as err:
+        # Our copy no longer matches the client's: drop it rather than complete on wrong text.
+        ls.documents.close(uri)
+        ls.log(
+            f"bad didChange for {uri} ({err}); completions stop until it is reopened",
+            types.MessageType.Warning,
+        )
+        return
+    opened = ls.documents.get(uri)
+    engine = ls.engine_for(opened.document.language_id)
+    # Right after an accepted proposal, start on the completion the user will ask for next.
+    accepted = edit is not None and not edit.old and opened.inline.accepted(edit.offset, edit.new)
+    if accepted and engine is not None:
+        ls.inline.speculate(opened, edit.offset + len(edit.new), ls.options, engine)
+
+
+def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
+    with contextlib.suppress(UnknownDocument):  # closing twice is harmless
+        ls.documents.close(params.text_document.uri)
+
+
+async def inline_completion(
+    ls: DgemmaServer, params: types.InlineCompletionParams
+) -> types.InlineCompletionList:
+    started = time.monotonic()
+    uri = params.text_document.uri
+    opened = _opened(ls, uri)
+    cursor = _offset(ls, opened, params.position)
+    engine = ls.engine_for(opened.document.language_id)
+    if engine is None:
+        return types.InlineCompletionList(items=[])
+    version = opened.document.version
+    try:
+        answer = await ls.inline.complete(
+            opened, cursor, ls.options, engine, started, lambda: ls.documents.is_current(uri, version)
+        )
+    except asyncio.CancelledError:
+        ls.stats.cancelled += 1
+        raise
+    if answer is None:
+        return types.InlineCompletionList(items=[])
+    ls.last_latency_ms = (time.monotonic() - started) * 1000
+    ls.last_source = answer.source
+    multi_line = answer.context.mode != "single_line"
+    ls.stats.add(record(answer.source, multi_line, ls.last_latency_ms, answer.result, answer.queued_ms))
+    ls.send_status()
+    if ls.options.debug_log:
+        logger.debug("completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals])
+    return to_lsp.inline_completion_list(answer.proposals, opened.document, ls.documents.encoding)
+
+
+def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    only = params.context.only
+    if only and not any(types.CodeActionKind.RefactorRewrite.value.startswith(k) for k in only):
+        return None
+    opened = _opened(ls, params.text_document.uri)
+    if ls.engine_for(opened.document.language_id) is None:
+        return None
+    start, end = _offset(ls, opened, params.range.start), _offset(ls, opened, params.range.end)
+    target = target_at(opened.document.lines, opened.snapshot().tree, min(start, end), max(start, end))
+    if target is None:
+        return None
+    data = {
+        "uri": opened.document.uri,
+        "version": opened.document.version,
+        "start": target.start,
+        "end": target.end,
+    }
+    return [types.CodeAction(title=REWRITE_TITLE, kind=types.CodeActionKind.RefactorRewrite, data=data)]
+
+
+async def code_action_resolve(ls: DgemmaServer, action: types.CodeAction) -> types.CodeAction:
+    data = action.data if isinstance(action.data, dict) else getattr(action.data, "_asdict", dict)()
+    try:
+        uri, version, start, end = data["uri"], int(data["version"]), int(data["start"]), int(data["end"])
+        if not isinstance(uri, str) or not 0 <= start <= end:
+            raise ValueError("the uri must be a string and 0 <= start <= end")
+    except (KeyError, TypeError, ValueError, OverflowError) as err:  # int(Infinity): OverflowError
+        raise JsonRpcInvalidParams(f"not a {REWRITE_TITLE!r} action: {err}") from err
+    opened = _opened(ls, uri)
+    document, engine = opened.document, ls.engine_for(opened.document.language_id)
+    if engine is None or document.version != version or end > len(document.text):
+        return action  # no edit: the text moved on, or no model; the client shows nothing to apply
+    target = Target(start=start, end=end, text=document.text[start:end])
+    rewritten = await ls.rewrites.rewrite(
+        opened, target, ls.options, engine, lambda: ls.documents.is_current(uri, version)
+    )
+    if rewritten is not None:
+        action.edit = to_lsp.workspace_edit(uri, version, rewritten.changes, document, ls.documents.encoding)
+    return action
+
+
+async def next_edit(ls: DgemmaServer, params: object) -> dict | None:
+    """params: {textDocument: {uri}, position}; result: null or {range, newText, confidence}."""
+    try:
+        asked = messages.NextEditParams.parse(params)
+    except ValueError as err:
+        raise JsonRpcInvalidParams(str(err)) from err
+    opened = _opened(ls, asked.uri)
+    document, engine = opened.document, ls.engine_for(opened.document.language_id)
+    if engine is None:
+        return None
+    cursor = _offset(ls, opened, types.Position(line=asked.line, character=asked.character))
+    target = next_edit_target(document.lines, cursor, ls.options.rewrite.next_edit_lines)
+    if target is None:
+        return None
+    version = document.version
+    rewritten = await ls.rewrites.rewrite(
+        opened, target, ls.options, engine, lambda: ls.documents.is_current(asked.uri, version), True
+    )
+    if rewritten is None or not rewritten.changes:
+        return None
+    first = rewritten.changes[0]
+    span = to_lsp.range_of(document, first.start, first.end, ls.documents.encoding)
+    return messages.NextEditResult(
+        range=to_lsp.plain(span), newText=first.text, confidence=round(rewritten.confidence, 4)
+    ).to_json()
+
+
+def stats(ls: DgemmaServer, params: object) -> dict:
+    """Counters and latency figures of this session; `{"reset": true}` starts them afresh."""
+    summary = ls.stats.summary(superseded=ls.scheduler.superseded)
+    if messages.wants_reset(params):
+        ls.stats.reset()
+        ls.scheduler.superseded = 0
+    return summary
+
+
+def shutdown(ls: DgemmaServer, params: None) -> None:
+    ls.scheduler.stop()
+
+
+def _opened(ls: DgemmaServer, uri: str) -> OpenDocument:
+    try:
+        return ls.documents.get(uri)
+    except UnknownDocument as err:
+        raise JsonRpcInvalidParams(str(err)) from err
+
+
+def _offset(ls: DgemmaServer, opened: OpenDocument, position: types.Position) -> int:
+    try:
+        return opened.document.offset_at(position.line, position.character, ls.documents.encoding)
+    except InvalidPosition as err:
+        raise JsonRpcInvalidParams(str(err)) from err
+
+
+def register(server: DgemmaServer) -> None:
+    """Attach every handler; features with options are advertised in the capabilities."""
+    rewrite_options = types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.RefactorRewrite], resolve_provider=True
+    )
+    for method, handler, options in (
+        (types.INITIALIZE, initialize, None),
+        (types.INITIALIZED, initialized, None),
+        (types.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration, None),
+        (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
+        (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
+        (types.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
+        # pygls advertises inline completion only when the feature is registered with options.
+        (types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_completion, types.InlineCompletionOptions()),
+        (types.TEXT_DOCUMENT_CODE_ACTION, code_action, rewrite_options),
+        (types.CODE_ACTION_RESOLVE, code_action_resolve, None),
+        (messages.NEXT_EDIT, next_edit, None),
+        (messages.STATS, stats, None),
+        (types.SHUTDOWN, shutdown, None),
+    ):
+        server.feature(method, options)(handler)

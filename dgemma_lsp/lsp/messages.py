@@ -1,0 +1,76 @@
+"""The server's custom messages (`dgemma/*`), defined once: names, fields and their JSON form.
+
+The editors read the same fields: editors/vscode/src/protocol.ts and editors/nvim/lua/dgemma/lsp.lua
+(a test checks that the three agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STATUS = "dgemma/status"  # notification, server -> client
+NEXT_EDIT = "dgemma/nextEdit"  # request, client -> server
+STATS = "dgemma/stats"  # request, client -> server
+
+
+@dataclass(frozen=True)
+class Status:
+    """`dgemma/status` params: what a status bar shows, sent after each model load and completion."""
+
+    state: str  # none, loading, ready, failed
+    model: str | None
+    device: str | None
+    lastLatencyMs: float | None
+    lastSource: str | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NextEditParams:
+    """`dgemma/nextEdit` params: `{textDocument: {uri}, position: {line, character}}`."""
+
+    uri: str
+    line: int
+    character: int
+
+    @classmethod
+    def parse(cls, params: object) -> NextEditParams:
+        """Checked as lsprotocol would check a typed request; raises ValueError naming the problem."""
+        try:
+            uri = _field(_field(params, "textDocument"), "uri")
+            position = _field(params, "position")
+            line, character = _field(position, "line"), _field(position, "character")
+        except (AttributeError, KeyError, TypeError) as err:
+            raise ValueError(f"{NEXT_EDIT} takes {{textDocument: {{uri}}, position}}: {err}") from err
+        if not isinstance(uri, str) or not all(type(v) is int and v >= 0 for v in (line, character)):
+            raise ValueError(f"{NEXT_EDIT}: the uri must be a string, line and character integers >= 0")
+        return cls(uri, line, character)
+
+
+@dataclass(frozen=True)
+class NextEditResult:
+    """`dgemma/nextEdit` result (or null): the edit the user is likely to make next."""
+
+    range: dict[str, Any]  # an LSP Range in the client's position encoding
+    newText: str
+    confidence: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def wants_reset(params: object) -> bool:
+    """`dgemma/stats` params: `{"reset": true}` restarts the figures after reporting them."""
+    try:
+        return bool(_field(params, "reset"))
+    except (AttributeError, KeyError, TypeError):
+        return False
+
+
+def _field(value: object, name: str) -> Any:
+    """A field of untyped params: pygls hands them over as named tuples, tests as dicts."""
+    return value[name] if isinstance(value, dict) else getattr(value, name)

@@ -1,0 +1,153 @@
+"""The language server object: the session's state, and what handlers share (messages, status, loading).
+
+Handlers live in handlers.py, one function per LSP method; the model runs on the scheduler's
+worker thread, so nothing here blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import replace
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcParseError
+from pygls.lsp.server import LanguageServer
+
+from dgemma_lsp import __version__
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import Workspace
+from dgemma_lsp.inline.service import InlineService
+from dgemma_lsp.lsp import messages
+from dgemma_lsp.lsp.guard import DgemmaProtocol
+from dgemma_lsp.rewrite.service import RewriteService
+from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
+from dgemma_lsp.runtime.options import Options, parse_options
+from dgemma_lsp.runtime.scheduler import Scheduler
+from dgemma_lsp.runtime.stats import Stats
+from engine import Engine
+
+logger = logging.getLogger(__name__)
+
+
+class DgemmaServer(LanguageServer):
+    def __init__(self, model_override: str | None = None) -> None:
+        super().__init__("dgemma-lsp", __version__, protocol_cls=DgemmaProtocol)
+        self.model_override = model_override  # --model on the command line wins over client options
+        self.options = self._with_override(Options())
+        self.registry = LanguageRegistry()
+        self.documents = Workspace(self.registry, "utf-16")  # replaced at initialize (encoding)
+        self.scheduler = Scheduler()
+        self.model = ModelHost(self.scheduler)
+        self.inline = InlineService(self.scheduler)
+        self.rewrites = RewriteService(self.scheduler)
+        self.stats = Stats()
+        self.last_latency_ms: float | None = None
+        self.last_source: str | None = None  # where the last answer came from: model, cache, ...
+        self._load_task: asyncio.Task | None = None
+
+    def _with_override(self, options: Options) -> Options:
+        return replace(options, model=self.model_override) if self.model_override else options
+
+    # --- messages a user must see, and the log
+
+    def tell(self, message: str, level: types.MessageType = types.MessageType.Error) -> None:
+        """Show and log a message the user must act on."""
+        self.window_show_message(types.ShowMessageParams(type=level, message=f"dgemma-lsp: {message}"))
+        self.log(message, level)
+
+    def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
+        self.window_log_message(types.LogMessageParams(type=level, message=message))
+
+    def report_server_error(self, error: Exception, source: type) -> None:
+        # pygls would show every out-of-band error (a malformed notification, say) as a popup; the log
+        # is the place for them. Errors answering a request already go back in the response.
+        if isinstance(error, json.JSONDecodeError):
+            # JSON-RPC answers a message that is not JSON with Parse error and a null id (pygls does not).
+            with contextlib.suppress(Exception):
+                self.protocol.send_error(None, JsonRpcParseError(f"the message is not valid JSON: {error}"))
+        logger.error("%s: %s", getattr(source, "__name__", source), error)
+        with contextlib.suppress(Exception):  # the transport itself may be what failed
+            self.log(f"{getattr(source, '__name__', source)}: {error}", types.MessageType.Error)
+
+    def apply_options(self, raw: object) -> None:
+        options, problems = parse_options(raw, self.options)
+        self.options = self._with_override(options)
+        # pygls logs every message it sends at INFO: completions and rewrites are code, kept out of
+        # the log unless debugLog is on (then the root logger's level decides, -v for DEBUG).
+        logging.getLogger("pygls.protocol.json_rpc").setLevel(
+            logging.NOTSET if self.options.debug_log else logging.WARNING
+        )
+        for problem in problems:
+            self.tell(problem, types.MessageType.Warning)
+
+    # --- the model
+
+    def engine_for(self, language_id: str) -> Engine | None:
+        """The engine, when it is ready and completion is on for this language."""
+        languages = self.options.completion.languages
+        if not self.model.ready or (languages and language_id not in languages):
+            return None
+        return self.model.engine
+
+    def start_loading(self) -> None:
+        """Load the configured model in the background, with $/progress when the client shows it."""
+        choice = ModelChoice.of(self.options)
+        if self.model.choice == choice and self.model.state in (ModelState.READY, ModelState.LOADING):
+            return
+        self._load_task = asyncio.ensure_future(self._load(choice))
+
+    async def _load(self, choice: ModelChoice) -> None:
+        token = await self._begin_progress(f"Loading model {choice.spec}")
+        started = time.monotonic()
+        self.send_status()
+        ok = await self.model.load(choice)
+        self.send_status()
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="ready" if ok else "failed"))
+        if ok:
+            info = self.model.engine.info
+            seconds = time.monotonic() - started
+            self.log(f"model {info.name} ({info.source}) on {info.device}, loaded in {seconds:.1f}s")
+        elif self.model.state is ModelState.FAILED:
+            self.tell(f"could not load model {choice.spec!r}: {self.model.error}")
+
+    async def _begin_progress(self, title: str) -> str | None:
+        window = self.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = str(uuid.uuid4())
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception as err:  # a client may refuse progress; loading goes on without it
+            logger.debug("no progress token: %s", err)
+            return None
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=False))
+        return token
+
+    def status(self) -> messages.Status:
+        """What an editor's status bar shows."""
+        info = self.model.engine.info if self.model.ready else None
+        return messages.Status(
+            state=self.model.state.value,
+            model=info.name if info else (self.model.choice.spec if self.model.choice else None),
+            device=info.device if info else None,
+            lastLatencyMs=round(self.last_latency_ms, 1) if self.last_latency_ms is not None else None,
+            lastSource=self.last_source,
+            error=self.model.error,
+        )
+
+    def send_status(self) -> None:
+        self.protocol.notify(messages.STATUS, self.status().to_json())
+
+
+def create_server(model_override: str | None = None) -> DgemmaServer:
+    from dgemma_lsp.lsp.handlers import register
+
+    server = DgemmaServer(model_override)
+    register(server)
+    return server
