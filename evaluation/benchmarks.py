@@ -1,4 +1,5 @@
-"""Loaders for the public fill-in-the-middle benchmarks under shared/benchmarks (see its SOURCES.md).
+"""Loaders for the public fill-in-the-middle benchmarks under shared/benchmarks (see its SOURCES.md),
+and for the in-repository held-out set (`heldout`, see evaluation/heldout/SOURCES.md).
 
 Every row becomes an `Item`: where the cursor is (prefix, suffix), the reference middle, how exact
 match is judged, and what the executable check needs. Evaluation data only: nothing here feeds
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Literal
+
+from evaluation.heldout.records import read_records
 
 BENCHMARKS_ENV = "DGEMMA_BENCHMARKS"
 DEFAULT_ROOT = Path("/work/shared/benchmarks")
@@ -58,6 +61,7 @@ class Item:
     middle: str  # the reference
     single_line: bool
     check: Check | None = None  # None: exact match and edit similarity only
+    kind: str = ""  # the held-out set's kind of position: rest_of_line, expression or block
 
     @property
     def max_new_tokens(self) -> int:
@@ -70,6 +74,7 @@ class Benchmark:
     convention: Convention
     load: Callable[[Path, str], Iterator[Item]]  # (root, language) -> items
     description: str
+    in_repo: bool = False  # the data ships in this repository, not under the benchmarks folder
 
 
 def benchmarks_root(root: str | Path | None = None) -> Path:
@@ -153,6 +158,24 @@ def cody(root: Path, language: str = "") -> Iterator[Item]:
         )
 
 
+HELDOUT_ALIASES = {"py": "python", "ts": "typescript"}
+
+
+def heldout(root: Path, language: str = "python") -> Iterator[Item]:
+    """The in-repository held-out set (evaluation/heldout); language python, python-calibration,
+    typescript or lua. `root` is unused: the data ships with the code."""
+    for record in read_records(HELDOUT_ALIASES.get(language, language)):
+        yield Item(
+            id=record.id,
+            language=record.language,
+            prefix=record.prefix,
+            suffix=record.suffix,
+            middle=record.middle,
+            single_line=record.kind != "block",
+            kind=record.kind,
+        )
+
+
 BENCHMARKS: dict[str, Benchmark] = {
     b.name: b
     for b in (
@@ -177,6 +200,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
         Benchmark("safim-block", "whitespace", safim_block, "SAFIM block completion, Python rows, pass@1"),
         Benchmark("cody", "whitespace", cody, "Cody's editor-style HumanEval cursors, pass@1"),
+        Benchmark(
+            "heldout",
+            "whitespace",
+            heldout,
+            "held-out editor positions from packages no training list names (python, python-calibration, "
+            "typescript, lua), by kind",
+            in_repo=True,
+        ),
     )
 }
 
@@ -188,6 +219,6 @@ def load_items(
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}: choose from {', '.join(BENCHMARKS)}")
     folder = benchmarks_root(root)
-    if not folder.is_dir():
+    if not folder.is_dir() and not BENCHMARKS[name].in_repo:
         raise FileNotFoundError(f"no benchmarks at {folder}: set {BENCHMARKS_ENV} or pass --benchmarks")
     return list(islice(BENCHMARKS[name].load(folder, language), limit))
