@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.corpus import (
+from training.corpus import (
     BenchmarkIndex,
     BuildConfig,
     Dep5Copyright,

@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
-from engine.train import TrainConfig, canvas_weights, learning_rate, main
-from engine.training_data import Document, choose_span, examples
+from training.data import Document, choose_span, examples
+from training.trainer import TrainConfig, canvas_weights, learning_rate, main
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -14,7 +14,9 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.model_configs import shape_by_name
+from training.shapes import shape_by_name
+
+DEFAULT_MODEL = Path(__file__).resolve().parent.parent / "engine" / "default"
 
 
 def _percent(value: float | None) -> str:
@@ -158,7 +160,7 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.model_card", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, default=Path(__file__).parent / "default")
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--eval", action="append", default=[], help="a `dgemma-lsp eval --json` output")
     parser.add_argument("--languages", default="python")

@@ -33,13 +33,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache
 
-from engine.checkpoint import new_model, save_checkpoint
-from engine.model_configs import ModelShape, shape_by_name
-from engine.muon import MuonAdamW, is_hidden_matrix
 from engine.prompts import FimFormat
 from engine.sampler import SamplerSettings
 from engine.tokenizer import load_tokenizer, train_tokenizer
-from engine.training_data import Document, Example, examples, load_documents
+from training.checkpoint import new_model, save_checkpoint
+from training.data import Document, Example, examples, load_documents
+from training.muon import MuonAdamW, is_hidden_matrix
+from training.shapes import ModelShape, shape_by_name
 
 logger = logging.getLogger("engine.train")
 
