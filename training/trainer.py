@@ -35,11 +35,12 @@ from transformers import DynamicCache
 
 from engine.prompts import FimFormat
 from engine.sampler import SamplerSettings
-from engine.tokenizer import load_tokenizer, train_tokenizer
+from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model, save_checkpoint
 from training.data import Document, Example, examples, load_documents
 from training.muon import MuonAdamW, is_hidden_matrix
 from training.shapes import ModelShape, shape_by_name
+from training.tokenizer import train_tokenizer
 
 logger = logging.getLogger("engine.train")
 
