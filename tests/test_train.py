@@ -14,8 +14,11 @@ from safetensors.torch import load_file
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
+from training.cli import main
+from training.config import TrainConfig
 from training.data import Document, choose_span, examples
-from training.trainer import TrainConfig, canvas_weights, learning_rate, main
+from training.objective import canvas_weights
+from training.trainer import learning_rate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -11,9 +11,11 @@ from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
 from tests.tiny_model import FIXTURE
 from training.checkpoint import new_model
+from training.config import TrainConfig
 from training.data import Document, examples
+from training.objective import collate, losses, validate
 from training.shapes import shape_by_name
-from training.trainer import TrainConfig, build_optimizer, collate, losses, validate
+from training.trainer import build_optimizer
 
 # (diffusion loss, AR loss) from engine/train.py at commit 40dce7d, same seeds, CPU, fp32.
 RECORDED = {

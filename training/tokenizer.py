@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from engine.tokenizer import special_tokens
+from training.data import load_documents
 
 # Code-aware pre-tokenization: a newline run keeps the next line's indentation in the same piece,
 # so BPE learns tokens like "\n        " that carry a line's whole indentation.
@@ -49,3 +52,17 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Tokenizer:
 
 def _nonempty(texts: Iterable[str]) -> Iterator[str]:
     return (t for t in texts if t)
+
+
+def tokenizer_from_corpus(corpus: Path, vocab_size: int, sample_mb: float) -> tuple[Tokenizer, int]:
+    """Train on a seeded sample of the corpus' train split: (tokenizer, characters read)."""
+    documents = load_documents(corpus, "train")
+    rng = random.Random(0)
+    rng.shuffle(documents)
+    texts, size = [], 0
+    for doc in documents:
+        texts.append(doc.text)
+        size += len(doc.text)
+        if size > sample_mb * 1e6:
+            break
+    return train_tokenizer(texts, vocab_size), size
