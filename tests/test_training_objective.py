@@ -31,6 +31,7 @@ def same(values, recorded) -> bool:
     return list(values) == pytest.approx(list(recorded), rel=1e-6, abs=0)
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # e.g. transformers' `past_key_values` deprecation
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_losses_on_a_fixed_batch_are_the_recorded_ones(tiny_model_dir, optimizer):
     tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")

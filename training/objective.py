@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache
 
+from engine.forward import denoise_logits, encode, lm_logits, new_cache
 from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import Document, Example, examples, load_documents
@@ -59,10 +59,6 @@ def collate(items: list[Example], pad: int) -> Batch:
     )
 
 
-def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
-    return torch.tanh(logits / cap) * cap
-
-
 def canvas_weight_at(cfg: TrainConfig, tokens: int) -> float:
     if tokens < cfg.canvas_from_tokens:
         return 0.0
@@ -82,23 +78,23 @@ def losses(
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """(diffusion loss or None without the canvas, autoregressive loss) of one batch."""
     vocab = model.config.get_text_config().vocab_size
-    cap = model.config.get_text_config().final_logit_softcapping
-    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-    encoded = model.model.encoder(
-        input_ids=batch.encoder_ids.to(device),
+    cache = new_cache(model)
+    hidden = encode(  # [B, T, H]: prompt, middle and EOS read causally in one pass
+        model,
+        batch.encoder_ids.to(device),
+        cache,
+        positions=batch.positions.to(device),
         attention_mask=batch.encoder_mask.to(device),
-        position_ids=batch.positions.to(device),
-        past_key_values=cache,
     )
-    ar_logits = softcap(model.lm_head(encoded.last_hidden_state).float(), cap)
+    ar_logits = lm_logits(model, hidden)  # [B, T, V]
     ar_loss = F.cross_entropy(
         ar_logits.flatten(0, 1), batch.ar_labels.to(device).flatten(), ignore_index=-100
     )
     if not with_canvas:
         return None, ar_loss
-    cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])
+    cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])  # the decoder sees the prompt only
 
-    target = batch.target.to(device)
+    target = batch.target.to(device)  # [B, C]
     rate = noise_rate
     if rate is None:
         rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
@@ -107,17 +103,12 @@ def losses(
         torch.randint(0, vocab, target.shape, device=device, generator=gen),
         target,
     )
-    decoder_kwargs = dict(
-        decoder_input_ids=noised,
-        past_key_values=cache,
-        decoder_attention_mask=batch.decoder_mask.to(device),
-        decoder_position_ids=batch.decoder_positions.to(device),
-    )
+    positions, mask = batch.decoder_positions.to(device), batch.decoder_mask.to(device)
     self_conditioning = None
     if noise_rate is None and torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
         with torch.no_grad():
-            self_conditioning = model(**decoder_kwargs).logits.detach()
-    logits = model(**decoder_kwargs, self_conditioning_logits=self_conditioning).logits
+            self_conditioning = denoise_logits(model, noised, cache, positions, mask).detach()
+    logits = denoise_logits(model, noised, cache, positions, mask, self_conditioning)  # [B, C, V]
     per_position = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none")
     weights = canvas_weights(target, model.config.get_text_config().eos_token_id, cfg.eos_tail_weight)
     diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
