@@ -14,7 +14,7 @@ from training.config import TrainConfig
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_BUFFERS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
-SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json", "model.safetensors", "ema.safetensors")
+SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json", "model.safetensors")
 
 
 class Run:
@@ -99,12 +99,11 @@ def parameters(model) -> dict[str, torch.Tensor]:
 
 
 def write_snapshot(run: Run, out: Path) -> None:
-    """Pack a run into a folder small enough to commit: what a later session needs to go on training."""
+    """Pack a run into a folder small enough to commit: raw weights in bf16, progress, config, tokenizer."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("model", "ema"):
-        weights = load_file(run.state / f"{name}.safetensors")
-        packed = {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}
-        save_file(packed, out / f"{name}.safetensors")
+    weights = load_file(run.state / "model.safetensors")
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}, out / "model.safetensors")
+    (out / "ema.safetensors").unlink(missing_ok=True)  # an older snapshot's EMA would outlive its weights
     progress = run.read_progress()
     for per_run in ("adam_steps", "cooldown", "rewarm"):  # the next run gets its own
         progress.pop(per_run, None)
@@ -124,10 +123,17 @@ def seed_run_from_snapshot(run: Run, source: Path) -> None:
 
 
 def load_snapshot(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], dict]:
-    """Load a snapshot's weights into `model`: (EMA, progress with a re-warmup from its step)."""
+    """Load a snapshot's weights into `model`: (EMA, progress with a re-warmup from its step).
+
+    The EMA starts from the raw weights, or from ema.safetensors in a snapshot that has one (older ones).
+    Progress goes on from the snapshot's: steps, tokens, seconds and CPU seconds keep adding up.
+    """
     weights = {k: v.float() for k, v in load_file(source / "model.safetensors").items()}
     model.load_state_dict(weights, strict=False)
-    ema = {k: v.float() for k, v in load_file(source / "ema.safetensors").items()}
+    if (source / "ema.safetensors").exists():
+        ema = {k: v.float() for k, v in load_file(source / "ema.safetensors").items()}
+    else:
+        ema = {k: v.clone().float() for k, v in parameters(model).items()}
     progress = json.loads((source / "progress.json").read_text())
     progress["rewarm"] = {"from": progress["step"], "steps": max(1, cfg.warmup_steps // 3)}
     logger.info("started from the snapshot in %s at step %d", source, progress["step"])
