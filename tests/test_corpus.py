@@ -9,21 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from training.corpus import (
-    BenchmarkIndex,
-    BuildConfig,
-    Dep5Copyright,
-    MinHashDeduper,
-    build,
-    exact_key,
-    language_of,
+from training.corpus.build import build
+from training.corpus.build_config import BuildConfig
+from training.corpus.debian_copyright import Dep5Copyright
+from training.corpus.decontaminate import BenchmarkIndex
+from training.corpus.dedup import MinHashDeduper, exact_key
+from training.corpus.filters import looks_generated, reject_reason
+from training.corpus.languages import language_of
+from training.corpus.licenses import (
     license_from_package_json,
     license_from_wheel_metadata,
-    looks_generated,
     parse_license_expression,
-    reject_reason,
-    split_of,
 )
+from training.corpus.shards import split_of
 
 # --- licenses ---------------------------------------------------------------------------------
 
