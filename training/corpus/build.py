@@ -117,7 +117,8 @@ def build(cfg: BuildConfig) -> dict[str, object]:
     if not cfg.benchmarks.is_dir():
         raise SystemExit(f"benchmarks folder {cfg.benchmarks} not found: refusing to build undecontaminated")
     started = time.time()
-    index = BenchmarkIndex.from_folder(cfg.benchmarks)
+    index = BenchmarkIndex.from_folder(cfg.benchmarks, cfg.heldout)
+    log.info("held-out FIM set: %s", cfg.heldout if cfg.heldout.is_dir() else "none")
     log.info(
         "benchmark index: %d programs, %d windows, %d long lines",
         index.programs,

@@ -12,6 +12,7 @@ from training.corpus.sources.pypi import PYPI_PACKAGES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BENCHMARKS = REPO_ROOT.parent / "shared" / "benchmarks"
+DEFAULT_HELDOUT = REPO_ROOT / "evaluation" / "heldout"  # the project's own FIM set, when it exists
 
 
 @dataclass
@@ -20,6 +21,7 @@ class BuildConfig:
     cache: Path
     langs: set[str]
     benchmarks: Path
+    heldout: Path = DEFAULT_HELDOUT  # every *.jsonl below it is decontaminated against too
     max_bytes: int | None = None  # per language
     valid_fraction: float = 0.01
     offline: bool = False

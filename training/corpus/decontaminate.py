@@ -9,6 +9,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 from training.corpus.dedup import normalized_lines
@@ -62,7 +63,8 @@ LONG_LINE_BENCHMARKS = frozenset({"human-eval-infilling", "santacoder-fim", "cod
 
 @dataclass
 class BenchmarkIndex:
-    """Fingerprints of every benchmark program. A corpus file is contaminated when it shares a run
+    """Fingerprints of every benchmark program (and of the held-out FIM set, named HELDOUT, indexed
+    like a benchmark without HumanEval's long-line rule). A corpus file is contaminated when it shares a run
     of 8 significant lines (or a whole short program) with one, or at least two long lines of a
     HumanEval-derived one: that rule catches a prompt (signature and docstring) copied alone."""
 
@@ -76,8 +78,12 @@ class BenchmarkIndex:
         return cls.from_programs((name, text) for name, items in texts.items() for text in items)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> BenchmarkIndex:
-        return cls.from_programs(benchmark_programs(folder))
+    def from_folder(cls, folder: Path, heldout: Path | None = None) -> BenchmarkIndex:
+        """The benchmarks in `folder`, and the project's held-out FIM set when `heldout` is a folder."""
+        programs = benchmark_programs(folder)
+        if heldout is not None and heldout.is_dir():
+            programs = chain(programs, heldout_programs(heldout))
+        return cls.from_programs(programs)
 
     @classmethod
     def from_programs(cls, programs: Iterable[tuple[str, str]]) -> BenchmarkIndex:
@@ -156,3 +162,13 @@ def benchmark_programs(folder: Path) -> Iterator[tuple[str, str]]:
         for path in sorted((folder / benchmark).glob("*.jsonl*")):
             for row in _read_jsonl(path):
                 yield benchmark, _program(benchmark, row)
+
+
+HELDOUT = "heldout"  # the name its hits have in the manifest
+
+
+def heldout_programs(folder: Path) -> Iterator[tuple[str, str]]:
+    """(HELDOUT, prefix + middle + suffix) for every record of every *.jsonl below the folder."""
+    for path in sorted(folder.rglob("*.jsonl")):
+        for row in _read_jsonl(path):
+            yield HELDOUT, _s(row, "prefix") + _s(row, "middle") + _s(row, "suffix")

@@ -84,6 +84,7 @@ def merge_manifest(
             "langs": sorted(cfg.langs),
             "seconds": round(seconds, 1),
             "benchmarks": str(cfg.benchmarks),
+            "heldout": str(cfg.heldout) if cfg.heldout.is_dir() else None,
         },
         "languages": dict(sorted(languages.items())),
         "sources": sorted(sources.values(), key=lambda s: str(s["id"])),
