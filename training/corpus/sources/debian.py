@@ -76,6 +76,18 @@ def _debian_copyright(root: Path, package: str) -> str | None:
     return others[0].read_text(errors="replace") if others else None
 
 
+def package_copyright(info: SourceInfo, text: str | None) -> Dep5Copyright | None:
+    """A package's debian/copyright, its main license recorded in `info`; None (skipped) if not DEP-5."""
+    copyright_ = Dep5Copyright.parse(text) if text else None
+    if copyright_ is None:
+        info.skipped = "license: no machine-readable debian/copyright"
+        return None
+    main = copyright_.license_for("*")
+    info.license = main.license or ""
+    info.license_evidence = f"debian/copyright, per file; {main.reason} for Files: *"
+    return copyright_
+
+
 def debian_files(spec: DebianSpec, cache: Path, offline: bool, langs: set[str]) -> Source:
     info = SourceInfo(spec.package, "debian")
     if not langs & set(spec.langs):
@@ -87,14 +99,9 @@ def debian_files(spec: DebianSpec, cache: Path, offline: bool, langs: set[str]) 
         info.skipped = "not fetched"
         return info, iter(())
     info.version = deb.stem.split("_")[1]
-    text = _debian_copyright(root, spec.package)
-    copyright_ = Dep5Copyright.parse(text) if text else None
+    copyright_ = package_copyright(info, _debian_copyright(root, spec.package))
     if copyright_ is None:
-        info.skipped = "license: no machine-readable debian/copyright"
         return info, iter(())
-    main = copyright_.license_for("*")
-    info.license = main.license or ""
-    info.license_evidence = f"debian/copyright, per file; {main.reason} for Files: *"
 
     def walk() -> Iterator[Candidate]:
         for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):

@@ -9,10 +9,9 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from training.corpus.debian_copyright import Dep5Copyright
 from training.corpus.languages import language_of
 from training.corpus.sources.base import Candidate, Source, SourceInfo, run_fetch
-from training.corpus.sources.debian import DebianSpec, included
+from training.corpus.sources.debian import DebianSpec, included, package_copyright
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +105,9 @@ def debian_source_files(spec: DebianSpec, cache: Path, offline: bool, langs: set
         return info, iter(())
     dsc = next(folder.glob("*.dsc"))
     info.version = dsc.stem.split("_", 1)[1]
-    text = _tar_member_text(debian or orig, "debian/copyright")
-    copyright_ = Dep5Copyright.parse(text) if text else None
+    copyright_ = package_copyright(info, _tar_member_text(debian or orig, "debian/copyright"))
     if copyright_ is None:
-        info.skipped = "license: no machine-readable debian/copyright"
         return info, iter(())
-    main = copyright_.license_for("*")
-    info.license = main.license or ""
-    info.license_evidence = f"debian/copyright, per file; {main.reason} for Files: *"
 
     def walk() -> Iterator[Candidate]:
         with tarfile.open(orig) as tf:
