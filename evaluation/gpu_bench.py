@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DynamicCache
 
-from engine.model_configs import _TINY_VISION
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
+from training.shapes import _TINY_VISION
 
 STEP_COUNTS = (12, 24, 48)
 

@@ -9,21 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from engine.corpus import (
-    BenchmarkIndex,
-    BuildConfig,
-    Dep5Copyright,
-    MinHashDeduper,
-    build,
-    exact_key,
-    language_of,
+from training.corpus.build import build
+from training.corpus.build_config import BuildConfig
+from training.corpus.debian_copyright import Dep5Copyright
+from training.corpus.decontaminate import BenchmarkIndex
+from training.corpus.dedup import MinHashDeduper, exact_key
+from training.corpus.filters import looks_generated, reject_reason
+from training.corpus.languages import language_of
+from training.corpus.licenses import (
     license_from_package_json,
     license_from_wheel_metadata,
-    looks_generated,
     parse_license_expression,
-    reject_reason,
-    split_of,
 )
+from training.corpus.shards import split_of
 
 # --- licenses ---------------------------------------------------------------------------------
 
@@ -268,6 +266,24 @@ def test_decontamination_against_a_tiny_benchmark(tmp_path: Path) -> None:
     assert index.hit(PY_SOURCE) is None
 
 
+def _heldout_set(root: Path, program: str) -> Path:
+    folder = root / "heldout"
+    (folder / "python").mkdir(parents=True)
+    record = {"prefix": program[:300], "middle": program[300:350], "suffix": program[350:], "id": "h/0"}
+    (folder / "python" / "fim.jsonl").write_text(json.dumps(record) + "\n")
+    return folder
+
+
+def test_decontamination_against_the_project_heldout_set(tmp_path: Path) -> None:
+    benchmarks = _fake_benchmarks(tmp_path)
+    index = BenchmarkIndex.from_folder(benchmarks, _heldout_set(tmp_path, _module(7)))
+    assert index.programs == 2
+    copied = "import sys\n\n\nclass Holder:\n" + textwrap.indent(_module(7), "    ")
+    assert index.hit(copied) == "heldout"
+    assert index.hit(_module(8)) is None
+    assert BenchmarkIndex.from_folder(benchmarks, tmp_path / "no-such-folder").programs == 1
+
+
 def test_boilerplate_shared_by_many_benchmark_programs_is_not_evidence() -> None:
     header = "".join(f"# Licensed line number {i} of a long shared header text here\n" for i in range(10))
     programs = [header + f"def task_{n}(x):\n    return x + {n}\n" for n in range(6)]
@@ -303,6 +319,7 @@ def test_build_writes_split_shards_manifest_and_drops_with_reasons(tmp_path: Pat
         cache=tmp_path / "cache",
         langs={"python"},
         benchmarks=_fake_benchmarks(tmp_path),
+        heldout=_heldout_set(tmp_path, _module(111)),
         valid_fraction=0.5,
         offline=True,
         pypi=(),
@@ -317,16 +334,16 @@ def test_build_writes_split_shards_manifest_and_drops_with_reasons(tmp_path: Pat
         for shard in sorted((cfg.out / split).glob("python-*.jsonl")):
             records += [(split, json.loads(line)) for line in shard.read_text().splitlines()]
     paths = [r["path"] for _, r in records]
-    assert len(paths) == len(set(paths)) == 12  # each file once, in exactly one split
+    assert len(paths) == len(set(paths)) == 11  # each file once, in exactly one split
     assert {split for split, _ in records} == {"train", "valid"}
     assert all(set(r) == {"path", "language", "source", "license", "text"} for _, r in records)
     assert all(r["license"] == "PSF-2.0" and r["language"] == "python" for _, r in records)
-    assert not any(p.endswith(("leak.py", "tiny.py", "test_mod.py")) for p in paths)
+    assert not any(p.endswith(("leak.py", "tiny.py", "test_mod.py", "mod_11.py")) for p in paths)
 
     python = manifest["languages"]["python"]  # type: ignore[index]
-    assert python["dropped"] == {"contaminated": 1, "exact_dup": 1, "too_small": 1}
-    assert sum(python["files"].values()) == 12
-    assert python["contaminated_by_benchmark"] == {"human-eval-infilling": 1}
+    assert python["dropped"] == {"contaminated": 2, "exact_dup": 1, "too_small": 1}
+    assert sum(python["files"].values()) == 11
+    assert python["contaminated_by_benchmark"] == {"human-eval-infilling": 1, "heldout": 1}
     assert (cfg.out / "LICENSES.md").read_text().count("PSF-2.0") >= 2
 
     # A later pass for another language keeps the Python shards and manifest entry, and forgets
@@ -337,7 +354,7 @@ def test_build_writes_split_shards_manifest_and_drops_with_reasons(tmp_path: Pat
     manifest_path.write_text(json.dumps(stale))
     cfg.langs = {"go"}
     manifest = build(cfg)
-    assert sum(manifest["languages"]["python"]["files"].values()) == 12  # type: ignore[index]
+    assert sum(manifest["languages"]["python"]["files"].values()) == 11  # type: ignore[index]
     assert list((cfg.out / "train").glob("python-*.jsonl"))
     source_ids = [s["id"] for s in manifest["sources"]]  # type: ignore[union-attr]
     assert source_ids == [records[0][1]["source"]]  # the stdlib entry alone

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from engine.model_card import main
+from training.model_card import main
 
 
 def test_card_quotes_training_data_and_eval_files(tiny_model_dir, tmp_path):

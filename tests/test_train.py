@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
-from engine.train import TrainConfig, canvas_weights, learning_rate, main
-from engine.training_data import Document, choose_span, examples
+from training.checkpoint import new_model
+from training.cli import main
+from training.config import TrainConfig
+from training.data import Document, choose_span, examples
+from training.objective import canvas_weights
+from training.shapes import shape_by_name
+from training.trainer import learning_rate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -78,26 +83,69 @@ def test_train_resume_export_and_load(tmp_path):
 
 def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
     # What a session commits at its end (the run folder does not outlive the session) and the next
-    # session starts from: weights, EMA, progress, config and tokenizer; no optimizer state.
+    # session starts from: raw weights in bf16, progress, config and tokenizer; no EMA, no optimizer state.
     data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
     main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
     common = ["--corpus", str(data), "--shape", "tiny", "--batch-size", "2", "--threads", "1"]
     main(["run", "--run", str(run), *common, "--steps", "3"])
     packed = tmp_path / "campaign"
+    packed.mkdir()
+    (packed / "ema.safetensors").write_bytes(b"an older snapshot's EMA")
     main(["snapshot", "--run", str(run), "--out", str(packed)])
     assert sorted(p.name for p in packed.iterdir()) == [
-        "config.json", "ema.safetensors", "model.safetensors", "progress.json", "tokenizer.json",
+        "config.json", "model.safetensors", "progress.json", "tokenizer.json",
     ]  # fmt: skip
-    assert all(t.dtype == torch.bfloat16 for t in load_file(packed / "model.safetensors").values())
+    raw = load_file(packed / "model.safetensors")
+    assert all(t.dtype == torch.bfloat16 for t in raw.values())
+    snapped = json.loads((packed / "progress.json").read_text())
+    assert snapped["step"] == 3 and snapped["cpu_seconds"] > 0 and "adam_steps" not in snapped
+
     fresh = tmp_path / "next-session"
-    main(["run", "--run", str(fresh), *common, "--from-snapshot", str(packed), "--steps", "2"])
+    start = ["run", "--run", str(fresh), *common, "--from-snapshot", str(packed)]
+    main([*start, "--max-tokens", str(snapped["tokens"])])  # no step yet: the state it starts from
+    ema = load_file(fresh / "state" / "ema.safetensors")
+    assert ema.keys() == raw.keys() and all(torch.equal(ema[k], v.float()) for k, v in raw.items())
+    main([*start, "--steps", "2"])
     progress = json.loads((fresh / "state" / "progress.json").read_text())
     assert progress["step"] == 5 and progress["rewarm"]["from"] == 3
+    for key in ("tokens", "seconds", "cpu_seconds", "canvas_tokens"):  # CPU hours keep adding up
+        assert progress[key] > snapped[key], key
     assert (fresh / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
-    main(["run", "--run", str(fresh), *common, "--from-snapshot", str(packed), "--steps", "1"])
+    main([*start, "--steps", "1"])
     assert json.loads((fresh / "state" / "progress.json").read_text())["step"] == 6  # its own state wins
     with pytest.raises(SystemExit, match="not a training snapshot"):
         main(["run", "--run", str(tmp_path / "x"), *common, "--from-snapshot", str(tmp_path / "corpus")])
+
+
+def test_an_older_snapshot_with_an_ema_starts_from_that_ema(tmp_path, tiny_model_dir):
+    data, packed = corpus(tmp_path / "corpus"), tmp_path / "old-snapshot"
+    packed.mkdir()
+    config = {"shape": "tiny", "batch_size": 2, "prompt_budgets": [128], "canvas_lengths": [16]}
+    (packed / "config.json").write_text(json.dumps(config))
+    shutil.copy(tiny_model_dir / "tokenizer.json", packed)
+    model = new_model(shape_by_name("tiny"), load_tokenizer(packed / "tokenizer.json"), seed=1)
+    weights = {k: p.detach().contiguous() for k, p in model.named_parameters()}
+    save_file({k: v.bfloat16() for k, v in weights.items()}, packed / "model.safetensors")
+    save_file({k: (v / 2).bfloat16() for k, v in weights.items()}, packed / "ema.safetensors")
+    progress = {"step": 9, "tokens": 10, "seconds": 1.0, "canvas_tokens": 0}
+    (packed / "progress.json").write_text(json.dumps(progress))
+    fresh = tmp_path / "run"
+    main(
+        [
+            "run",
+            "--run",
+            str(fresh),
+            "--corpus",
+            str(data),
+            "--from-snapshot",
+            str(packed),
+            "--max-tokens",
+            "10",
+        ]
+    )
+    ema = load_file(fresh / "state" / "ema.safetensors")
+    assert ema.keys() == weights.keys()
+    assert all(torch.equal(ema[k], (v / 2).bfloat16().float()) for k, v in weights.items())
 
 
 def test_learning_rate_warms_up_holds_and_cools_down_to_a_tenth():

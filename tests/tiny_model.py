@@ -9,9 +9,9 @@ FIXTURE = Path(__file__).parent.parent / "fixtures" / "tiny_model"
 
 
 def build_tiny_checkpoint(folder: Path) -> Path:
-    from engine.checkpoint import new_model, save_checkpoint
-    from engine.model_configs import shape_by_name
-    from engine.tokenizer import train_tokenizer
+    from training.checkpoint import new_model, save_checkpoint
+    from training.shapes import shape_by_name
+    from training.tokenizer import train_tokenizer
 
     spec = json.loads((FIXTURE / "shape.json").read_text())
     texts = [path.read_text() for path in sorted(FIXTURE.glob("corpus_*.py"))]

@@ -1,9 +1,4 @@
-"""Named shapes for our own DiffusionGemma-architecture models, and how to build one.
-
-A shape is a small dataclass; `diffusion_gemma_config` turns it into the transformers config,
-working around the traps listed in shared/ENGINE-NOTES.md (mandatory MoE fields, a vision tower
-that must be made tiny, `global_head_dim`, explicit layer types).
-"""
+"""Named shapes for our own DiffusionGemma-architecture models, and their transformers config."""
 
 from __future__ import annotations
 
@@ -118,7 +113,11 @@ _TINY_VISION = dict(
 
 
 def diffusion_gemma_config(shape: ModelShape, special: dict[str, int]) -> DiffusionGemmaConfig:
-    """`special` maps pad/eos/bos/image/boi/eoi to the tokenizer's ids."""
+    """The transformers config of a shape; `special` maps pad/eos/bos/image/boi/eoi to the tokenizer's ids.
+
+    It works around the traps listed in shared/ENGINE-NOTES.md: mandatory MoE fields, a vision tower
+    that must be made tiny, `global_head_dim`, explicit layer types.
+    """
     text = dict(
         vocab_size=shape.vocab_size,
         hidden_size=shape.hidden_size,

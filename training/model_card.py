@@ -1,12 +1,4 @@
-"""`python -m engine.model_card`: write MODEL_CARD.md for an exported model from files, not memory.
-
-Every figure in the card comes from a file a command wrote: the export's training.json (steps,
-tokens, hours, configuration), the corpus MANIFEST.json (sources and licenses) and the JSON of
-`dgemma-lsp eval` runs (scores, tokens per forward, latency, the autoregressive comparison).
-
-    python -m engine.model_card --model engine/default --corpus data/corpus \\
-        --eval eval-santacoder.json --eval eval-humaneval-single.json ...
-"""
+"""`python -m training.model_card`: write an exported model's MODEL_CARD.md from the files commands wrote."""
 
 from __future__ import annotations
 
@@ -14,7 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.model_configs import shape_by_name
+import engine
+from training.shapes import shape_by_name
+
+DEFAULT_MODEL = Path(engine.__file__).parent / "default"  # the bundled model
 
 
 def _percent(value: float | None) -> str:
@@ -70,8 +65,8 @@ def data_section(manifest: dict, languages: list[str]) -> str:
     lines = [
         "## Data",
         "",
-        "Permissively licensed code available offline (`python -m engine.corpus build`, see",
-        "`engine/corpus_sources.md`), deduplicated and decontaminated against the benchmarks below.",
+        "Permissively licensed code available offline (`python -m training.corpus build`, see",
+        "`training/corpus/README.md`), deduplicated and decontaminated against the benchmarks below.",
         "",
         "| language | files | MB | licenses (MB) |",
         "| --- | --- | --- | --- |",
@@ -137,7 +132,7 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
     )
     limits = (
         "## Limits\n\nTrained on Python only so far: other languages get Python habits. Its completions "
-        "need review like anyone's. Card written by `python -m engine.model_card` from the files above."
+        "need review like anyone's. Card written by `python -m training.model_card` from the files above."
     )
     intro = (
         "A small DiffusionGemma-architecture code model trained by the dgemma-lsp project, so that the "
@@ -157,8 +152,10 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.model_card", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, default=Path(__file__).parent / "default")
+    parser = argparse.ArgumentParser(
+        prog="python -m training.model_card", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--eval", action="append", default=[], help="a `dgemma-lsp eval --json` output")
     parser.add_argument("--languages", default="python")

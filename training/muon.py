@@ -1,10 +1,4 @@
-"""Muon for hidden matrices, AdamW for the rest, in one optimizer (one state to save and resume).
-
-Muon (Jordan et al., 2024; Moonlight, arXiv 2502.16982) orthogonalizes each matrix's Nesterov
-momentum by a Newton-Schulz iteration. A stack of matrices (the MoE experts, [E, out, in]) is
-orthogonalized matrix by matrix. Updates are scaled by 0.2 * sqrt(max(out, in)) so that their RMS
-matches AdamW's and one learning rate serves both kinds of group (Moonlight's rule).
-"""
+"""Muon for hidden matrices, AdamW for the rest, in one optimizer (one state to save and resume)."""
 
 from __future__ import annotations
 
@@ -31,7 +25,13 @@ def orthogonalize(update: torch.Tensor, steps: int = 5) -> torch.Tensor:
 
 
 class MuonAdamW(torch.optim.Optimizer):
-    """Groups with `muon=True` take Muon steps; the others take AdamW steps."""
+    """Groups with `muon=True` take Muon steps; the others take AdamW steps.
+
+    Muon (Jordan et al., 2024; Moonlight, arXiv 2502.16982) orthogonalizes each matrix's Nesterov
+    momentum by a Newton-Schulz iteration. A stack of matrices (the MoE experts, [E, out, in]) is
+    orthogonalized matrix by matrix. Updates are scaled by 0.2 * sqrt(max(out, in)) so that their RMS
+    matches AdamW's and one learning rate serves both kinds of group (Moonlight's rule).
+    """
 
     def __init__(
         self,

@@ -1,12 +1,4 @@
-"""Training examples shaped like editor completions.
-
-A document is cut at a cursor into prefix | middle | suffix, the way an editor asks: the rest of a
-line, a few whole lines, the body of a block just opened, the inside of brackets, or a random span.
-The prompt is laid out by `FimFormat.layout` (the same function the engine uses), so training and
-inference agree on the suffix-first layout that makes KV reuse possible. Long middles become
-block-autoregressive examples: the first k canvases of the middle sit in the prompt after the
-middle marker, and the target is the next canvas.
-"""
+"""Training examples shaped like editor completions, laid out by the engine's own FIM format."""
 
 from __future__ import annotations
 
@@ -152,6 +144,15 @@ def _matching(text: str, start: int) -> int | None:
 
 
 class ExampleMaker:
+    """Cuts a document at a cursor into prefix | middle | suffix, the way an editor asks.
+
+    The middle is the rest of a line, a few whole lines, the body of a block just opened, the inside
+    of brackets, or a random span. The prompt is laid out by `FimFormat.layout` (the function the
+    engine uses), so training and inference agree on the suffix-first layout that makes KV reuse
+    possible. Long middles become block-autoregressive examples: the first k canvases of the middle
+    sit in the prompt after the middle marker, and the target is the next canvas.
+    """
+
     def __init__(self, fmt: FimFormat, rng: random.Random) -> None:
         self.fmt = fmt
         self.rng = rng

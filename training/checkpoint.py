@@ -12,9 +12,9 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     EntropyBoundSamplerConfig,
 )
 
-from engine.model_configs import ModelShape, diffusion_gemma_config
 from engine.sampler import SamplerSettings
 from engine.tokenizer import BOI, BOS, EOI, EOS, IMAGE, PAD
+from training.shapes import ModelShape, diffusion_gemma_config
 
 
 def special_ids(tokenizer: Tokenizer) -> dict[str, int]:

@@ -1,0 +1,5 @@
+"""`python -m training`: the trainer's command line."""
+
+from training.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""A run's training configuration: what config.json holds, with the defaults of a new run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class TrainConfig:
+    shape: str = "small"
+    batch_size: int = 16
+    prompt_budgets: tuple[int, ...] = (128, 256, 384, 512)
+    canvas_lengths: tuple[int, ...] = (16, 32)
+    lr: float = 2e-3
+    warmup_steps: int = 300
+    weight_decay: float = 0.1
+    ar_weight: float = 0.5
+    self_conditioning_rate: float = 0.5
+    min_noise: float = 0.02
+    ema_decay: float = 0.999
+    # Canvas positions after the middle's EOS (the EOS fill) weigh this much in the loss: at full
+    # weight they are most of every canvas, and the model learned to answer EOS first (2026-12-02).
+    eos_tail_weight: float = 0.1
+    bf16: bool = True
+    seed: int = 0
+    # The objective: ar_weight * next-token loss + canvas weight * diffusion loss, where the canvas
+    # weight is 0 before `canvas_from_tokens` and ramps to `canvas_weight` over `canvas_ramp_tokens`.
+    # With weight 0 the decoder does not run at all (an AR-first curriculum's first phase).
+    canvas_weight: float = 1.0
+    canvas_from_tokens: int = 0
+    canvas_ramp_tokens: int = 0
+    optimizer: str = "adamw"  # or "muon": Muon on hidden matrices, AdamW on the rest
+    accumulate: int = 1  # batches per optimizer step
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        """Fields a run written by an older trainer lacks take their defaults."""
+        saved = json.loads(text)
+        saved["prompt_budgets"] = tuple(saved["prompt_budgets"])
+        saved["canvas_lengths"] = tuple(saved["canvas_lengths"])
+        return cls(**saved)

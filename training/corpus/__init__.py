@@ -1,0 +1,1 @@
+"""The training corpus: permissive code available offline, filtered, deduplicated, decontaminated."""

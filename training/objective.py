@@ -1,0 +1,159 @@
+"""What a step optimizes: batches of examples, the next-token and canvas losses, and validation."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.forward import denoise_logits, encode, lm_logits, new_cache
+from engine.prompts import FimFormat
+from training.config import TrainConfig
+from training.data import Document, Example, examples, load_documents
+
+
+@dataclass
+class Batch:
+    encoder_ids: torch.Tensor  # [B, T] prompt right-aligned at P, then middle + EOS, padded
+    encoder_mask: torch.Tensor  # [B, T] bool, real tokens
+    positions: torch.Tensor  # [B, T]
+    ar_labels: torch.Tensor  # [B, T] next token or -100
+    prompt_width: int  # P: the decoder sees the cache cropped to the first P slots
+    decoder_mask: torch.Tensor  # [B, P + C] bool
+    decoder_positions: torch.Tensor  # [B, C]
+    target: torch.Tensor  # [B, C]
+
+
+def collate(items: list[Example], pad: int) -> Batch:
+    width = max(len(e.prompt) for e in items)
+    tail = max(len(e.middle_rest) for e in items)
+    canvas = len(items[0].target)
+    n = len(items)
+    ids = torch.full((n, width + tail), pad, dtype=torch.long)
+    mask = torch.zeros((n, width + tail), dtype=torch.bool)
+    positions = torch.zeros((n, width + tail), dtype=torch.long)
+    decoder_positions = torch.zeros((n, canvas), dtype=torch.long)
+    for row, example in enumerate(items):
+        left = width - len(example.prompt)
+        sequence = example.prompt + example.middle_rest
+        ids[row, left : left + len(sequence)] = torch.tensor(sequence)
+        mask[row, left : left + len(sequence)] = True
+        positions[row, left:] = torch.arange(width + tail - left)
+        decoder_positions[row] = torch.arange(len(example.prompt), len(example.prompt) + canvas)
+    labels = torch.full_like(ids, -100)
+    follows = mask[:, :-1] & mask[:, 1:]
+    labels[:, :-1] = torch.where(follows, ids[:, 1:], -100)
+    decoder_mask = torch.cat([mask[:, :width], torch.ones((n, canvas), dtype=torch.bool)], dim=1)
+    return Batch(
+        encoder_ids=ids,
+        encoder_mask=mask,
+        positions=positions,
+        ar_labels=labels,
+        prompt_width=width,
+        decoder_mask=decoder_mask,
+        decoder_positions=decoder_positions,
+        target=torch.tensor([e.target for e in items]),
+    )
+
+
+def canvas_weight_at(cfg: TrainConfig, tokens: int) -> float:
+    if tokens < cfg.canvas_from_tokens:
+        return 0.0
+    if not cfg.canvas_ramp_tokens:
+        return cfg.canvas_weight
+    return cfg.canvas_weight * min(1.0, (tokens - cfg.canvas_from_tokens) / cfg.canvas_ramp_tokens)
+
+
+def losses(
+    model,
+    batch: Batch,
+    cfg: TrainConfig,
+    gen: torch.Generator,
+    device: str,
+    with_canvas: bool = True,
+    noise_rate: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(diffusion loss or None without the canvas, autoregressive loss) of one batch."""
+    vocab = model.config.get_text_config().vocab_size
+    cache = new_cache(model)
+    hidden = encode(  # [B, T, H]: prompt, middle and EOS read causally in one pass
+        model,
+        batch.encoder_ids.to(device),
+        cache,
+        positions=batch.positions.to(device),
+        attention_mask=batch.encoder_mask.to(device),
+    )
+    ar_logits = lm_logits(model, hidden)  # [B, T, V]
+    ar_loss = F.cross_entropy(
+        ar_logits.flatten(0, 1), batch.ar_labels.to(device).flatten(), ignore_index=-100
+    )
+    if not with_canvas:
+        return None, ar_loss
+    cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])  # the decoder sees the prompt only
+
+    target = batch.target.to(device)  # [B, C]
+    rate = noise_rate
+    if rate is None:
+        rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
+    noised = torch.where(
+        torch.rand(target.shape, device=device, generator=gen) < rate,
+        torch.randint(0, vocab, target.shape, device=device, generator=gen),
+        target,
+    )
+    positions, mask = batch.decoder_positions.to(device), batch.decoder_mask.to(device)
+    self_conditioning = None
+    if noise_rate is None and torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
+        with torch.no_grad():
+            self_conditioning = denoise_logits(model, noised, cache, positions, mask).detach()
+    logits = denoise_logits(model, noised, cache, positions, mask, self_conditioning)  # [B, C, V]
+    per_position = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none")
+    weights = canvas_weights(target, model.config.get_text_config().eos_token_id, cfg.eos_tail_weight)
+    diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
+    return diffusion_loss, ar_loss
+
+
+def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.Tensor:
+    """1 for the middle and its EOS, `tail_weight` for the EOS fill after it ([B, C])."""
+    is_eos = (target == eos).long()
+    after_first = (is_eos.cumsum(dim=-1) - is_eos) > 0
+    return torch.where(after_first, tail_weight, 1.0)
+
+
+def next_batch(documents: list[Document], fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
+    stream = examples(documents, fmt, rng, rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths))
+    return collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+
+
+VALIDATION_BATCHES = 8
+VALIDATION_NOISE = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def validation_batches(corpus: Path, fmt: FimFormat, languages: set[str] | None) -> list[Batch]:
+    """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step."""
+    documents = load_documents(corpus, "valid", languages)
+    rng = random.Random(20261203)
+    batches = []
+    for i in range(VALIDATION_BATCHES):
+        stream = examples(documents, fmt, rng, (128, 256, 384, 512)[i % 4], (16, 32)[i % 2])
+        batches.append(collate([next(stream) for _ in range(16)], fmt.special.pad))
+    return batches
+
+
+@torch.no_grad()
+def validate(model, batches: list[Batch], cfg: TrainConfig, device: str) -> dict[str, float]:
+    """Mean AR loss per token and canvas loss over fixed noise rates, without self-conditioning."""
+    was_training = model.training
+    model.eval()
+    gen = torch.Generator(device=device).manual_seed(0)
+    ar, canvas = [], []
+    for batch in batches:
+        rate = torch.tensor(VALIDATION_NOISE, device=device).repeat(3)[: batch.target.shape[0], None]
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+            diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device, noise_rate=rate)
+        ar.append(ar_loss.item())
+        canvas.append(diffusion_loss.item())
+    model.train(was_training)
+    return {"ar": sum(ar) / len(ar), "canvas": sum(canvas) / len(canvas)}

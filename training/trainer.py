@@ -1,0 +1,247 @@
+"""The training loop: start or resume a run, optimizer steps, EMA, validation, logging and saving."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from engine.prompts import FimFormat
+from engine.tokenizer import load_tokenizer
+from training.checkpoint import new_model
+from training.config import TrainConfig
+from training.data import load_documents
+from training.muon import MuonAdamW, is_hidden_matrix
+from training.objective import Batch, canvas_weight_at, losses, next_batch, validate, validation_batches
+from training.run_state import Run, load_snapshot, parameters, seed_run_from_snapshot
+from training.shapes import shape_by_name
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Session:
+    """What one `run` command asks for, beside the run's own config: data, device, when to stop."""
+
+    corpus: Path
+    languages: set[str] | None = None
+    device: str = "cpu"
+    hours: float = 0  # 0: no limit, as for steps and max_tokens
+    steps: int = 0
+    max_tokens: float = 0
+    cooldown_steps: int = 0
+    from_snapshot: Path | None = None
+    validate_every_tokens: float = 0
+    log_every: int = 20
+    save_every_min: float = 10
+
+
+def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if cfg.optimizer == "muon":
+        hidden = [p for n, p in named if is_hidden_matrix(n, p)]
+        decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
+        rest = [p for n, p in named if p.dim() < 2]
+        return MuonAdamW(
+            [
+                {"params": hidden, "weight_decay": cfg.weight_decay, "muon": True},
+                {"params": decay, "weight_decay": cfg.weight_decay},
+                {"params": rest, "weight_decay": 0.0},
+            ],
+            lr=cfg.lr,
+        )
+    decay = [p for n, p in named if p.dim() >= 2]
+    rest = [p for n, p in named if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+
+
+def learning_rate(
+    cfg: TrainConfig, step: int, cooldown: dict | None = None, rewarm: dict | None = None
+) -> float:
+    # Warmup, then constant: the run has no planned end (it continues session after session).
+    # A cooldown branch (a copy of the run, `--cooldown-steps N`) decays linearly to a tenth over
+    # N steps: the warmup-stable-decay recipe, where the stable run goes on from before the branch.
+    # A run restarted from a snapshot has fresh Adam moments, so it warms up again (`rewarm`).
+    rate = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+    if rewarm:
+        rate *= min(1.0, (step - rewarm["from"] + 1) / rewarm["steps"])
+    if cooldown:
+        done = min(1.0, max(0, step - cooldown["from"]) / cooldown["steps"])
+        rate *= 1.0 - 0.9 * done
+    return rate
+
+
+def open_run(
+    run: Run, new_config: TrainConfig, from_snapshot: Path | None
+) -> tuple[TrainConfig, Path | None]:
+    """The run's config (`new_config` for a new run) and the snapshot to start from, if any is still due."""
+    run.folder.mkdir(parents=True, exist_ok=True)
+    if from_snapshot and run.has_state():
+        logger.info("the run has its own state: resuming it, not %s", from_snapshot)
+        from_snapshot = None
+    elif from_snapshot:
+        seed_run_from_snapshot(run, from_snapshot)
+    cfg = run.read_config()
+    if cfg is None:
+        cfg = new_config
+        run.write_config(cfg)
+    return cfg, from_snapshot
+
+
+def initial_state(
+    run: Run, model, optimizer, cfg: TrainConfig, from_snapshot: Path | None
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """(EMA weights, progress): the run's own state, else the snapshot's, else a fresh start."""
+    if run.has_state():
+        ema, progress = run.load(model, optimizer)
+        logger.info("resumed at step %d", progress["step"])
+        return ema, progress
+    if from_snapshot:
+        return load_snapshot(from_snapshot, model, cfg)
+    ema = {k: v.clone().float() for k, v in parameters(model).items()}
+    return ema, {"step": 0, "tokens": 0, "seconds": 0.0, "canvas_tokens": 0}
+
+
+@dataclass
+class StepFigures:
+    diffusion: float  # mean over the accumulated batches; 0 while the canvas weight is 0
+    ar: float
+    tokens: int  # encoder tokens read
+    canvas_tokens: int
+
+
+def optimizer_step(
+    model,
+    optimizer,
+    cfg: TrainConfig,
+    *,
+    batches: Callable[[], Batch],
+    gen: torch.Generator,
+    device: str,
+    weight: float,
+) -> StepFigures:
+    """Accumulate `cfg.accumulate` batches of ar_weight * AR loss + weight * canvas loss, then step."""
+    optimizer.zero_grad(set_to_none=True)
+    figures = StepFigures(0.0, 0.0, 0, 0)
+    for _ in range(cfg.accumulate):
+        batch = batches()
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+            diffusion_loss, ar_loss = losses(model, batch, cfg, gen, device, with_canvas=weight > 0)
+        loss = cfg.ar_weight * ar_loss
+        if diffusion_loss is not None:
+            loss = loss + weight * diffusion_loss
+            figures.diffusion += diffusion_loss.item() / cfg.accumulate
+            figures.canvas_tokens += batch.target.numel()
+        (loss / cfg.accumulate).backward()
+        figures.ar += ar_loss.item() / cfg.accumulate
+        figures.tokens += int(batch.encoder_mask.sum())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return figures
+
+
+def update_ema(ema: dict[str, torch.Tensor], model, decay: float) -> None:
+    with torch.no_grad():
+        for name, value in parameters(model).items():
+            ema[name].mul_(decay).add_(value.float(), alpha=1 - decay)
+
+
+def train(run: Run, session: Session, new_config: TrainConfig) -> None:
+    cfg, from_snapshot = open_run(run, new_config, session.from_snapshot)
+    device = session.device
+    tokenizer = load_tokenizer(run.tokenizer_path)
+    fmt = FimFormat(tokenizer)
+    model = new_model(shape_by_name(cfg.shape), tokenizer, seed=cfg.seed).to(device).train()
+    optimizer = build_optimizer(model, cfg)
+    ema, progress = initial_state(run, model, optimizer, cfg, from_snapshot)
+    if session.cooldown_steps and "cooldown" not in progress:
+        progress["cooldown"] = {"from": progress["step"], "steps": session.cooldown_steps}
+    cooldown, rewarm = progress.get("cooldown"), progress.get("rewarm")
+    rng = random.Random(cfg.seed * 1_000_003 + progress["step"])
+    gen = torch.Generator(device=device).manual_seed(cfg.seed + progress["step"])
+    documents = load_documents(session.corpus, "train", session.languages)
+    logger.info("%d training documents", len(documents))
+
+    stop = {"now": False}
+
+    def request_stop(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    deadline = time.monotonic() + session.hours * 3600 if session.hours else math.inf
+    last_save = time.monotonic()
+    window: list[tuple[float, float, float, int]] = []
+    started_step = progress["step"]
+    validation = (
+        validation_batches(session.corpus, fmt, session.languages) if session.validate_every_tokens else None
+    )
+    next_validation = progress["tokens"]
+    while (
+        not stop["now"]
+        and time.monotonic() < deadline
+        and (not session.steps or progress["step"] < started_step + session.steps)
+        and (not cooldown or progress["step"] < cooldown["from"] + cooldown["steps"])
+        and (not session.max_tokens or progress["tokens"] < session.max_tokens)
+    ):
+        step_start, cpu_start = time.perf_counter(), time.process_time()
+        weight = canvas_weight_at(cfg, progress["tokens"])
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm)
+        batches = partial(next_batch, documents, fmt, rng, cfg)
+        figures = optimizer_step(
+            model, optimizer, cfg, batches=batches, gen=gen, device=device, weight=weight
+        )
+        update_ema(ema, model, cfg.ema_decay)
+        elapsed = time.perf_counter() - step_start
+        progress["step"] += 1
+        progress["seconds"] += elapsed
+        progress["cpu_seconds"] = progress.get("cpu_seconds", 0.0) + time.process_time() - cpu_start
+        progress["tokens"] += figures.tokens
+        progress["canvas_tokens"] += figures.canvas_tokens
+        window.append((figures.diffusion, figures.ar, elapsed, figures.tokens))
+        if validation and progress["tokens"] >= next_validation:
+            record_validation(run, model, validation, cfg, device, progress)
+            next_validation = progress["tokens"] + session.validate_every_tokens
+        if progress["step"] % session.log_every == 0:
+            d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
+            rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
+            logger.info(
+                "step %d diff %.3f ar %.3f canvas weight %.2f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok "
+                "%.2f h %.2f cpu h",
+                progress["step"], d, a, weight, rate, s * 1000, t / s,
+                progress["tokens"] / 1e6, progress["seconds"] / 3600, progress["cpu_seconds"] / 3600,
+            )  # fmt: skip
+            window.clear()
+        if time.monotonic() - last_save > session.save_every_min * 60:
+            run.save(model, ema, optimizer, progress)
+            last_save = time.monotonic()
+    run.save(model, ema, optimizer, progress)
+    logger.info("saved at step %d", progress["step"])
+
+
+def record_validation(
+    run: Run, model, batches: list[Batch], cfg: TrainConfig, device: str, progress: dict
+) -> None:
+    figures = validate(model, batches, cfg, device)
+    run.append_validation(
+        {k: progress.get(k, 0) for k in ("step", "tokens", "seconds", "cpu_seconds")} | figures
+    )
+    logger.info(
+        "validation at %.2fM tokens: ar %.3f canvas %.3f",
+        progress["tokens"] / 1e6,
+        figures["ar"],
+        figures["canvas"],
+    )
