@@ -42,7 +42,7 @@ def resolve_spec(spec: str) -> ResolvedSpec:
         if not (BUNDLED_MODEL_DIR / "config.json").is_file():
             raise EngineError(
                 "No bundled model is installed (engine/default has no config.json). "
-                "Pass a checkpoint folder with --model, or build one with `python -m engine.train`."
+                "Pass a checkpoint folder with --model, or train one with `python -m training`."
             )
         return ResolvedSpec("local", str(BUNDLED_MODEL_DIR), spec)
     path = Path(spec).expanduser()

@@ -3,7 +3,7 @@
 `FimFormat` (our own models) lays the prompt out suffix first, then prefix, then the middle marker
 (SPM order). Typing at the cursor only appends to the prefix, so the prompt of the next keystroke
 shares all but its last few tokens with this one and the encoder's KV cache is reused up to there.
-The trainer (`engine.training_data`) builds its examples with `FimFormat.prompt_ids` too, so the
+The trainer (`training.data`) builds its examples with `FimFormat.prompt_ids` too, so the
 layout lives in this one place.
 
 `Gemma4ChatFormat` wraps prefix and suffix in an instruction for the released instruction-tuned

@@ -12,13 +12,16 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from engine.corpus import DEBIAN_SPECS, NPM_PACKAGES, PERMISSIVE, PYPI_PACKAGES
 from evaluation.baselines import copy_completion, score_copy_baseline
 from evaluation.benchmarks import Item, load_items
 from evaluation.heldout.cuts import KINDS, FileSyntax, candidate_cuts, positions
 from evaluation.heldout.records import DATA_DIR, OUTPUTS, HeldoutRecord, read_records
 from evaluation.heldout.sources import SOURCES
 from evaluation.heldout.syntax import parses_cleanly
+from training.corpus.licenses import PERMISSIVE
+from training.corpus.sources.debian import DEBIAN_SPECS
+from training.corpus.sources.npm import NPM_PACKAGES
+from training.corpus.sources.pypi import PYPI_PACKAGES
 
 MINIMUM = {"python": 200, "python-calibration": 150, "typescript": 60, "lua": 60}
 

@@ -2,7 +2,7 @@
 
     python -m evaluation.heldout build [--cache data/heldout-cache] [--corpus /work/camp/corpus/train]
 
-Files are filtered the way engine.corpus filters training files (vendored, generated, minified,
+Files are filtered the way training.corpus filters training files (vendored, generated, minified,
 data-like, test data), and further to what an editor position should come from: library code (no
 test suites), 40 lines to 16 KB, a clean tree-sitter parse. Every choice is seeded, so a rebuild
 from the same cache and corpus writes the same bytes.
@@ -17,12 +17,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from engine.corpus import decode_source, reject_reason
 from evaluation.heldout.cuts import KINDS, positions
 from evaluation.heldout.decontaminate import Decontamination, corpus_shards, decontaminate
 from evaluation.heldout.records import DATA_DIR, OUTPUTS, HeldoutRecord, output_name, write_records
 from evaluation.heldout.sources import SOURCES, HeldoutSource, fetch, read_source
 from evaluation.heldout.syntax import parses_cleanly
+from training.corpus.filters import decode_source, reject_reason
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def gather(source: HeldoutSource, cache: Path, offline: bool) -> tuple[SourceRep
         report.skipped = info.skipped or f"cached version {info.version} is not the pinned one"
         return report, []
     files: list[HeldoutFile] = []
-    top = f"{source.name}-{info.version}/"  # engine.corpus names files "<name>-<version>/<path>"
+    top = f"{source.name}-{info.version}/"  # training.corpus names files "<name>-<version>/<path>"
     for cand in candidates:
         path = cand.path.removeprefix(top)
         reason, text = (cand.drop, "") if cand.drop else skip_reason(path, cand.language, cand.raw)

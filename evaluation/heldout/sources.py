@@ -1,7 +1,7 @@
 """The held-out sources, pinned: packages that no training list names, fetched into a cache.
 
 Every source is a registry package at one version. Fetching goes through the registry's own client
-(pip, npm, apt-get) into `--cache`; reading and license judgement reuse engine.corpus (wheel
+(pip, npm, apt-get) into `--cache`; reading and license judgement reuse training.corpus (wheel
 METADATA, package.json, Debian DEP-5 per file), so the held-out set follows the corpus's rules.
 """
 
@@ -16,17 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from engine.corpus import (
-    Candidate,
-    DebianSpec,
-    SourceInfo,
-    cached_deb,
-    cached_npm,
-    cached_wheel,
-    debian_files,
-    npm_files,
-    wheel_files,
-)
+from training.corpus.sources.base import Candidate, SourceInfo
+from training.corpus.sources.debian import DebianSpec, cached_deb, debian_files
+from training.corpus.sources.npm import cached_npm, npm_files
+from training.corpus.sources.pypi import cached_wheel, wheel_files
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +127,7 @@ def fetch(source: HeldoutSource, cache: Path, offline: bool = False) -> Path | N
 
 
 def read_source(source: HeldoutSource, cache: Path) -> tuple[SourceInfo, Iterator[Candidate]]:
-    """The package's files and license verdict, by engine.corpus's readers (cache only)."""
+    """The package's files and license verdict, by training.corpus's readers (cache only)."""
     langs = {source.language}
     folder = cache / source.registry
     if source.registry == "pypi":
