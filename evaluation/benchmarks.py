@@ -159,6 +159,7 @@ def cody(root: Path, language: str = "") -> Iterator[Item]:
 
 
 HELDOUT_ALIASES = {"py": "python", "ts": "typescript"}
+HELDOUT_LANGUAGES = ("python", "python-calibration", "typescript", "lua")
 
 
 def heldout(root: Path, language: str = "python") -> Iterator[Item]:

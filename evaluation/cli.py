@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 
 from engine.api import EngineError
-from evaluation.benchmarks import BENCHMARKS, BENCHMARKS_ENV, SANTACODER_LANGUAGES, load_items
+from evaluation.benchmarks import (
+    BENCHMARKS,
+    BENCHMARKS_ENV,
+    HELDOUT_LANGUAGES,
+    SANTACODER_LANGUAGES,
+    load_items,
+)
 from evaluation.execute import DEFAULT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
@@ -35,10 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument(
-        "--language", default="py", choices=sorted(SANTACODER_LANGUAGES), help="santacoder-fim's language"
+        "--language",
+        default="py",
+        choices=sorted({*SANTACODER_LANGUAGES, *HELDOUT_LANGUAGES}),
+        help="santacoder-fim: py, js or java; heldout: python, python-calibration, typescript or lua",
     )
     parser.add_argument("--benchmarks", metavar="DIR", help=f"benchmark data folder (or ${BENCHMARKS_ENV})")
     parser.add_argument("--no-execute", action="store_true", help="skip running tests (no pass@1)")
+    parser.add_argument("--no-baseline", action="store_true", help="leave out the copy heuristic's row")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test run")
     return parser
 
@@ -55,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         engine = load_engine(args.model, device=args.device, threads=args.threads)
         options = EvalOptions(
             compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
-            execute=not args.no_execute, timeout_s=args.timeout,
+            execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
         )  # fmt: skip
-        language = args.language if args.benchmark == "santacoder-fim" else ""
+        language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
         report = run_eval(engine, BENCHMARKS[args.benchmark], items, options, language)
     except (EngineError, OSError, ValueError) as err:
         print(f"dgemma-lsp eval: {err}", file=sys.stderr)

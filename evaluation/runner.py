@@ -21,13 +21,14 @@ from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import Engine
+from evaluation.baselines import copy_completion
 from evaluation.benchmarks import Benchmark, Item
 from evaluation.execute import DEFAULT_TIMEOUT_S, check_program, network_block
 from evaluation.metrics import edit_similarity, exact_match, mean, percentile
 
 logger = logging.getLogger(__name__)
 
-DIFFUSION, AUTOREGRESSIVE = "diffusion", "autoregressive"
+DIFFUSION, AUTOREGRESSIVE, COPY = "diffusion", "autoregressive", "copy"
 # The completion lengths the speed comparison looks at: long enough for decoding to dominate,
 # short enough to be what an editor asks for.
 SPEED_TOKENS = (4, 64)
@@ -36,6 +37,7 @@ SPEED_TOKENS = (4, 64)
 @dataclass(frozen=True)
 class EvalOptions:
     compare_ar: bool = False
+    copy_baseline: bool = True  # a row for the copy heuristic (no model) in every table
     max_steps: int | None = None  # None: the checkpoint's generation config decides
     budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
     execute: bool = True  # run the tests of executable benchmarks
@@ -177,6 +179,32 @@ def score_row(
     )
 
 
+def score_copy(item: Item, benchmark: Benchmark, eval_options: EvalOptions) -> Scored:
+    """The copy heuristic's answer to a row, scored like a decoder's (no model, no pipeline)."""
+    view = EditorView.of(item)
+    started = time.monotonic()
+    text = copy_completion(item.prefix, item.suffix, getattr(item, "kind", "") or "rest_of_line")
+    latency_ms = (time.monotonic() - started) * 1000
+    execution = None
+    if eval_options.execute and item.check is not None:
+        execution = check_program(item.check, view.program(item, text), eval_options.timeout_s)
+    return Scored(
+        text=text,
+        offered=bool(text.strip()),
+        mode="",
+        tokens=0,
+        stop_reason="",
+        exact=exact_match(text, view.reference, benchmark.convention),
+        edit_similarity=edit_similarity(text, view.reference, benchmark.convention),
+        passed=execution.passed if execution else None,
+        execution=execution.status if execution else "",
+        steps=0,
+        tokens_per_forward=0.0,
+        latency_ms=latency_ms,
+        engine_ms=0.0,
+    )
+
+
 def run_eval(
     engine: Engine,
     benchmark: Benchmark,
@@ -207,7 +235,9 @@ def run_eval(
         )
         if number % 10 == 0 or number == len(items):
             logger.info("%d/%d rows", number, len(items))
-    report.summaries = [summarize(name, report.rows) for name in chosen]
+    report.summaries = [
+        summarize(name, report.rows) for name in [*chosen, *([COPY] if options.copy_baseline else [])]
+    ]
     if options.compare_ar:
         report.speed = compare_speed(report.rows)
     return report

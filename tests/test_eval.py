@@ -294,7 +294,7 @@ def test_eval_end_to_end_diffusion_only(tiny_model_dir, tmp_path, one_thread, ca
     table = capsys.readouterr().out
     assert "humaneval-single" in table and "diffusion" in table and "autoregressive" not in table
     assert report["benchmark"] == "humaneval-single" and report["speed"] is None
-    assert [s["decoder"] for s in report["summaries"]] == ["diffusion"]
+    assert [s["decoder"] for s in report["summaries"]] == ["diffusion", "copy"]  # the no-model baseline
     summary = report["summaries"][0]
     assert summary["n"] == 2 and summary["pass_at_1"] == 0.0 and summary["exact_match"] == 0.0
     assert summary["p50_ms"] <= summary["p95_ms"] and 0 <= summary["offered"] <= 1
@@ -313,7 +313,7 @@ def test_eval_end_to_end_diffusion_only(tiny_model_dir, tmp_path, one_thread, ca
 def test_eval_end_to_end_compare_ar(tiny_model_dir, tmp_path, one_thread, capsys):
     report = _run_cli(tiny_model_dir, tmp_path, "--compare-ar", "--max-steps", "4")
     assert "autoregressive" in capsys.readouterr().out
-    assert [s["decoder"] for s in report["summaries"]] == ["diffusion", "autoregressive"]
+    assert [s["decoder"] for s in report["summaries"]] == ["diffusion", "autoregressive", "copy"]
     assert report["summaries"][1]["tokens_per_forward"] == 1.0
     assert report["options"]["max_steps"] == 4
     for row in report["rows"]:

@@ -5,7 +5,7 @@ a JSON-RPC InvalidParams error naming the problem; pygls on its own logs them an
 which leaves the client waiting forever.
 
 pygls keeps the text of open documents in its workspace and updates it on each didOpen/didChange.
-Our `OpenFiles` keeps the text together with an incremental syntax tree, so the built-in copy
+Our `Workspace` keeps the text together with an incremental syntax tree, so the built-in copy
 would be the same work done twice on every keystroke. These overrides only hand the
 notifications to the server's handlers.
 """

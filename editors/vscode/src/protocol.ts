@@ -1,4 +1,4 @@
-// The server's custom messages (see dgemma_lsp/server.py) and the kinds this extension asks for.
+// The server's custom messages (defined in dgemma_lsp/lsp/messages.py) and the kinds this extension asks for.
 
 export const STATUS_NOTIFICATION = "dgemma/status";
 export const NEXT_EDIT_REQUEST = "dgemma/nextEdit";
@@ -12,6 +12,8 @@ export interface ServerStatus {
   model: string | null;
   device: string | null;
   lastLatencyMs: number | null;
+  /** Where the last answer came from: model, typed_through, cache or speculative. */
+  lastSource: string | null;
   error: string | null;
 }
 

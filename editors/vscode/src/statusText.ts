@@ -69,7 +69,9 @@ export function describeStatus(phase: ClientPhase, enabled: boolean, status: Ser
   const tooltip = [
     `Model: ${status.model ?? "?"}`,
     `Device: ${status.device ?? "?"}`,
-    `Last completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}`,
+    `Last completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}${
+      status.lastSource ? ` (${status.lastSource.replace("_", " ")})` : ""
+    }`,
     enabled ? "Inline completions on" : "Inline completions off",
     "Click for the menu",
   ].join("\n");

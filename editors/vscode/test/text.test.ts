@@ -42,8 +42,11 @@ test("server log lines keep their level", () => {
 });
 
 test("the status bar shows model, device and latency", () => {
-  const ready = { state: "ready", model: "/tmp/tiny-model0", device: "cpu", lastLatencyMs: 87.4, error: null } as const;
+  const ready = {
+    state: "ready", model: "/tmp/tiny-model0", device: "cpu", lastLatencyMs: 87.4, lastSource: "typed_through", error: null,
+  } as const;
   assert.equal(describeStatus("running", true, ready).text, "$(sparkle) DGemma: tiny-model0 · cpu · 87 ms");
+  assert.match(describeStatus("running", true, ready).tooltip, /Last completion: 87.4 ms \(typed through\)/);
   assert.match(describeStatus("running", false, ready).text, /\(off\)$/);
   const failed = { ...ready, state: "failed", error: "no such folder" } as const;
   assert.match(describeStatus("running", true, failed).tooltip, /no such folder/);

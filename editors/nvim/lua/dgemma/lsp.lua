@@ -12,6 +12,7 @@ M.name = "dgemma"
 ---@field model string|nil
 ---@field device string|nil
 ---@field lastLatencyMs number|nil
+---@field lastSource string|nil model, typed_through, cache or speculative
 ---@field error string|nil
 
 ---@type dgemma.Status|nil
@@ -37,6 +38,7 @@ local function on_status(_, result, _)
     model = clean(result.model),
     device = clean(result.device),
     lastLatencyMs = clean(result.lastLatencyMs),
+    lastSource = clean(result.lastSource),
     error = clean(result.error),
   }
   log.debug("status " .. vim.inspect(M.status, { newline = " ", indent = "" }))

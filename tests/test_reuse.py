@@ -1,0 +1,68 @@
+"""Answers reused across keystrokes: typing through a shown completion, recent contexts, speculation."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dgemma_lsp.inline.context import build_context
+from dgemma_lsp.inline.proposal import Proposal
+from dgemma_lsp.inline.reuse import RECENT_CONTEXTS, InlineMemory, context_key
+
+
+def count(text: str) -> int:
+    return len(text.split()) + 1
+
+
+def context_at(text: str, cursor: int):
+    return build_context(text, cursor, count_tokens=count, language_id="python")
+
+
+TEXT = "total = 0\nfor x in xs:\n    total = \nprint(total)\n"
+CURSOR = TEXT.index("total = \n") + len("total = ")
+
+
+def test_typing_the_start_of_the_shown_proposal_shows_its_rest():
+    memory = InlineMemory()
+    shown = context_at(TEXT, CURSOR)
+    memory.remember(shown, (Proposal("total + x", CURSOR, 0.9), Proposal("x * 2", CURSOR, 0.5)))
+    typed = TEXT[:CURSOR] + "to" + TEXT[CURSOR:]
+    rest, source = memory.recall(context_at(typed, CURSOR + 2))
+    assert source == "typed_through"
+    assert rest == (Proposal("tal + x", CURSOR + 2, 0.9),)  # the other proposal does not start with "to"
+    # Typing all of it leaves nothing to show; typing something else is not a typing-through.
+    done = TEXT[:CURSOR] + "total + x" + TEXT[CURSOR:]
+    assert memory.recall(context_at(done, CURSOR + 9)) is None
+    other = TEXT[:CURSOR] + "y" + TEXT[CURSOR:]
+    assert memory.recall(context_at(other, CURSOR + 1)) is None
+
+
+def test_a_context_seen_moments_ago_gets_its_answer_again_at_the_new_cursor():
+    memory = InlineMemory()
+    memory.remember(context_at(TEXT, CURSOR), (Proposal("total + x", CURSOR, 0.9),))
+    memory.remember(context_at(TEXT, 0), (Proposal("grand_", 0, 0.4),))  # the user moved away...
+    proposals, source = memory.recall(context_at(TEXT, CURSOR))  # ... and came back (undo, re-trigger)
+    assert source == "cache" and proposals == (Proposal("total + x", CURSOR, 0.9),)
+    assert memory.shown.proposals == proposals  # what typing through is compared with from now on
+
+
+def test_recent_contexts_are_bounded_oldest_first():
+    memory = InlineMemory()
+    contexts = [context_at(f"x{i} = \n", 5 if i < 10 else 6) for i in range(RECENT_CONTEXTS + 1)]
+    for i, context in enumerate(contexts):
+        memory.remember(context, (Proposal(str(i), context.cursor, 1.0),))
+    assert len(memory.recent) == RECENT_CONTEXTS
+    assert context_key(contexts[0]) not in memory.recent and context_key(contexts[-1]) in memory.recent
+
+
+def test_accept_detection_and_a_speculation_handed_out_once():
+    memory = InlineMemory()
+    context = context_at(TEXT, CURSOR)
+    memory.remember(context, (Proposal("total + x", CURSOR, 0.9),))
+    assert memory.accepted(CURSOR, "total + x")
+    assert not memory.accepted(CURSOR, "total") and not memory.accepted(CURSOR + 1, "total + x")
+    future = asyncio.new_event_loop().create_future()
+    memory.speculation = (context_key(context), future)
+    assert memory.take_speculation(context_key(context_at(TEXT, 0))) is None  # another context: dropped
+    memory.speculation = (context_key(context), future)
+    assert memory.take_speculation(context_key(context)) is future
+    assert memory.take_speculation(context_key(context)) is None
