@@ -230,6 +230,8 @@ def run_eval(
             name: score_row(engine, item, benchmark, server, options, registry)
             for name, server in chosen.items()
         }
+        if options.copy_baseline:
+            scored[COPY] = score_copy(item, benchmark, options)
         report.rows.append(
             RowResult(item.id, getattr(item, "kind", ""), EditorView.of(item).reference, scored)
         )
