@@ -46,6 +46,11 @@ class InfillRequest:
     sticky_seed: bool = True
     # Text fixed at the END of the canvas (the start of the suffix): the middle is written to join it.
     anchor: str = ""
+    # Guesses of the middle (from the code around it): each seeds a canvas row of its own, in the same
+    # batch as the n_candidates fresh-noise rows, partly renoised (`draft_noise`) and sticky, so a
+    # right draft settles in a step or two and a wrong one is rewritten where the model is sure.
+    drafts: tuple[str, ...] = ()
+    draft_noise: float = 0.2
     max_steps: int | None = None  # None: the model's generation config decides
     seed: int = 0  # same seed, same request -> same output
     # "autoregressive": the same weights decoded left to right, one token per forward (a baseline;
@@ -66,6 +71,12 @@ class InfillRequest:
             raise ValueError("fixed_positions need a seed_canvas to take their tokens from")
         if not 0.0 <= self.seed_noise <= 1.0:
             raise ValueError("seed_noise must be between 0 and 1")
+        if self.drafts and self.seed_canvas is not None:
+            raise ValueError(
+                "drafts and a seed_canvas exclude each other: a seeded canvas is the whole answer"
+            )
+        if not 0.0 <= self.draft_noise <= 1.0:
+            raise ValueError("draft_noise must be between 0 and 1")
         if self.decoder not in ("diffusion", "autoregressive"):
             raise ValueError("decoder must be 'diffusion' or 'autoregressive'")
 
@@ -82,6 +93,7 @@ class Candidate:
     confidence: tuple[float, ...]
     # Where each token's text starts in `text` (for per-line confidence).
     offsets: tuple[int, ...] = ()
+    draft: int | None = None  # the index of the request's draft this row started from; None: noise
 
     def line_confidence(self) -> list[float]:
         """The lowest token confidence on each line of `text`.

@@ -94,14 +94,17 @@ class LocalEngine:
             else replace(self.settings, max_steps=request.max_steps)
         )
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
-        n = request.n_candidates
+        drafts = [self.format.encode(d) for d in request.drafts] if request.decoder == "diffusion" else []
+        n = len(drafts) + request.n_candidates  # rows: the drafts first, then fresh noise
         cache = self.prompt_cache.working_cache(n)
         rows = [_Row() for _ in range(n)]
         steps = 0
         reason: StopReason = "max_tokens"
         for index in range(math.ceil(request.max_new_tokens / self.canvas_length)):
             left = request.max_new_tokens - len(rows[0].tokens)
-            spec = self._canvas_spec(request, n, left, generator, first=index == 0)
+            spec = self._canvas_spec(
+                request, n, left, generator, drafts if index == 0 else [], first=index == 0
+            )
             outcome = denoise(
                 self.model, cache, spec, settings, self.bias, self.eos_ids, generator,
                 deadline=request.deadline, cancel=request.cancel,
@@ -128,7 +131,7 @@ class LocalEngine:
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
         finished = time.perf_counter()
 
-        candidates = self._candidates(rows)
+        candidates = self._candidates(rows, len(drafts))
         emitted = len(candidates[0].token_ids) + (1 if rows[0].ended else 0)
         return InfillResult(
             candidates=candidates,
@@ -146,7 +149,13 @@ class LocalEngine:
         )
 
     def _canvas_spec(
-        self, request: InfillRequest, n: int, left: int, generator: torch.Generator, first: bool
+        self,
+        request: InfillRequest,
+        n: int,
+        left: int,
+        generator: torch.Generator,
+        drafts: list[list[int]],
+        first: bool,
     ) -> CanvasSpec:
         seed = self.format.encode(request.seed_canvas) if first and request.seed_canvas is not None else []
         anchor = self.format.encode(request.anchor) if first and request.anchor else []
@@ -160,7 +169,7 @@ class LocalEngine:
         length = max(length, len(anchor) + 1)
         init = noise_canvas(n, length, self.bias.shape[0], generator)
         fixed = torch.zeros(n, length, dtype=torch.bool, device=self.device)
-        sticky = None
+        sticky = guess = None
         if seed:
             seed = seed[: length - len(anchor)]  # only a seed longer than the largest canvas loses its end
             outside = [p for p in request.fixed_positions if not 0 <= p < len(seed)]
@@ -169,6 +178,8 @@ class LocalEngine:
                     f"fixed positions {outside} are outside the seed canvas ({len(seed)} tokens)"
                 )
             seeded = torch.tensor(seed, device=self.device).expand(n, -1)
+            guess = init.clone()
+            guess[:, : len(seed)] = seeded
             noisy = torch.rand(n, len(seed), generator=generator, device=self.device) < request.seed_noise
             init[:, : len(seed)] = torch.where(noisy, init[:, : len(seed)], seeded)
             if request.sticky_seed:
@@ -177,14 +188,50 @@ class LocalEngine:
             for position in request.fixed_positions:  # kept whatever the noise drew
                 init[:, position] = seed[position]
                 fixed[:, position] = True
+        if drafts:
+            guess = init.clone()
+            sticky = self._seed_drafts(
+                init, guess, drafts, length - len(anchor), request.draft_noise, generator
+            )
         if anchor:
             init[:, length - len(anchor) :] = torch.tensor(anchor, device=self.device)
             fixed[:, length - len(anchor) :] = True
         written = request.max_new_tokens - left  # tokens earlier canvases already emitted
         min_tokens = min(max(0, request.min_new_tokens - written), length - len(anchor))
         return CanvasSpec(
-            init=init, fixed=fixed, middle_length=length - len(anchor), sticky=sticky, min_tokens=min_tokens
+            init=init,
+            fixed=fixed,
+            middle_length=length - len(anchor),
+            sticky=sticky,
+            min_tokens=min_tokens,
+            guess=guess,
         )
+
+    def _seed_drafts(
+        self,
+        init: torch.Tensor,
+        guess: torch.Tensor,
+        drafts: list[list[int]],
+        room: int,
+        noise: float,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """Write each draft, then EOS, into its row of `guess` and of `init` ([B, C]), where a `noise`
+        share stays noise.
+
+        Returns where each row is sticky: a draft token the model does not replace with confidence
+        comes back, instead of noise.
+        """
+        sticky = torch.zeros_like(init, dtype=torch.bool)
+        eos = min(self.format.eos_ids)
+        for row, draft in enumerate(drafts):
+            tokens = (draft + [eos])[:room]
+            seeded = torch.tensor(tokens, device=self.device)
+            guess[row, : len(tokens)] = seeded
+            kept = torch.rand(len(tokens), generator=generator, device=self.device) >= noise
+            init[row, : len(tokens)] = torch.where(kept, seeded, init[row, : len(tokens)])
+            sticky[row, : len(tokens)] = kept
+        return sticky
 
     def _collect(self, rows: list[_Row], tokens: torch.Tensor, confidence: torch.Tensor, left: int) -> None:
         for row, row_tokens, row_confidence in zip(rows, tokens.tolist(), confidence.tolist(), strict=True):
@@ -205,15 +252,17 @@ class LocalEngine:
             start = len(self.format.decode(tokens[:end]))
         return tuple(offsets)
 
-    def _candidates(self, rows: list[_Row]) -> tuple[Candidate, ...]:
+    def _candidates(self, rows: list[_Row], drafts: int = 0) -> tuple[Candidate, ...]:
+        """Distinct texts, best first by mean confidence; each says which draft row it came from."""
         seen: dict[str, Candidate] = {}
-        for row in rows:
+        for index, row in enumerate(rows):
             text = self.format.clean(self.format.decode(row.tokens))
             candidate = Candidate(
                 text=text,
                 token_ids=tuple(row.tokens),
                 confidence=tuple(row.confidence),
                 offsets=self._offsets(row.tokens, text),
+                draft=index if index < drafts else None,
             )
             if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:
                 seen[text] = candidate

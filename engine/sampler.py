@@ -65,6 +65,9 @@ class CanvasSpec:
     # (a seed the model should change only where it is confident: rewrites, typing through).
     sticky: torch.Tensor | None = None
     min_tokens: int = 0  # canvas positions where EOS may not be chosen (the middle is at least this long)
+    # [B, C] the canvas a seed or draft proposes, before any of it was renoised: a row whose first
+    # argmax equals it is already stable (a right draft can stop after one step).
+    guess: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if not self.middle_length:
@@ -115,21 +118,32 @@ def live_positions(tokens: torch.Tensor, fixed: torch.Tensor, eos_ids: torch.Ten
 
 
 class Stopper:
-    """Stable (same argmax for `stability_steps` steps) and confident (low mean entropy of live tokens)."""
+    """Stable (the same live tokens for `stability_steps` steps) and confident (low mean entropy of them).
 
-    def __init__(self, settings: SamplerSettings, fixed: torch.Tensor, eos_ids: torch.Tensor) -> None:
+    Live tokens are those up to the first EOS: what comes after it is never shown.
+    """
+
+    def __init__(
+        self,
+        settings: SamplerSettings,
+        fixed: torch.Tensor,
+        eos_ids: torch.Tensor,
+        initial: torch.Tensor | None = None,
+    ) -> None:
         self.settings = settings
         self.fixed = fixed
         self.eos_ids = eos_ids
         self.unchanged = torch.zeros(fixed.shape[0], dtype=torch.long, device=fixed.device)
-        self.previous: torch.Tensor | None = None
+        # A seeded row whose first argmax is its seed is stable at once: a right draft stops early.
+        self.previous: torch.Tensor | None = initial
 
     def update(self, argmax: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
+        live = live_positions(argmax, self.fixed, self.eos_ids)
         if self.previous is not None:
-            same = (argmax == self.previous).all(dim=-1)
+            shown = live | live_positions(self.previous, self.fixed, self.eos_ids)  # in either text
+            same = ((argmax == self.previous) | ~shown).all(dim=-1)
             self.unchanged = torch.where(same, self.unchanged + 1, torch.zeros_like(self.unchanged))
         self.previous = argmax
-        live = live_positions(argmax, self.fixed, self.eos_ids)
         mean_entropy = (entropy * live).sum(-1) / live.sum(-1).clamp(min=1)
         confident = mean_entropy < self.settings.confidence_threshold
         return (self.unchanged >= self.settings.stability_steps) & confident  # [B] bool
@@ -160,7 +174,7 @@ def denoise(
     canvas = spec.init.clone()
     final = spec.init.clone()
     final_confidence = torch.zeros(batch, length, device=canvas.device)
-    stopper = Stopper(settings, fixed, eos_ids)
+    stopper = Stopper(settings, fixed, eos_ids, spec.guess)
     done = torch.zeros(batch, dtype=torch.bool, device=canvas.device)
     self_conditioning: torch.Tensor | None = None
     reason: StopReason = "max_steps"

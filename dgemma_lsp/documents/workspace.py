@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tree_sitter import Language, Tree
 
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 # Tree-sitter's incremental reparse is linear in the size of a flat file: at 10 MB one keystroke
 # held the event loop for seconds. Bigger documents get plain-text windows.
 MAX_TREE_CHARS = 1 << 20
+MAX_NEIGHBOURS = 8  # other open documents searched for drafts, most recently opened first
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Snapshot:
     tree: Tree | None
     anchor: WindowAnchor | None
     grammar: Language | None = None
+    neighbours: tuple[str, ...] = ()  # texts of the other open documents of its language (for drafts)
 
 
 class OpenDocument:
@@ -147,6 +149,17 @@ class Workspace:
             return self._open[uri]
         except KeyError:
             raise UnknownDocument(uri) from None
+
+    def snapshot(self, uri: str) -> Snapshot:
+        """The document's snapshot, with the other open documents of its language as neighbours."""
+        opened = self.get(uri)
+        language = opened.document.language_id
+        neighbours = tuple(
+            other.document.text
+            for other in reversed(self._open.values())
+            if other is not opened and other.document.language_id == language
+        )[:MAX_NEIGHBOURS]
+        return replace(opened.snapshot(), neighbours=neighbours)
 
     def is_current(self, uri: str, version: int) -> bool:
         """Is `uri` still open at `version` (an answer computed for it is not stale)?"""

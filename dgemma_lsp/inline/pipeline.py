@@ -94,9 +94,8 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
         if text is None or text in seen:
             continue
         seen.add(text)
-        proposals.append(
-            Proposal(text=text, cursor=plan.context.cursor, confidence=candidate.mean_confidence)
-        )
+        origin = "model" if candidate.draft is None else plan.draft_kinds[candidate.draft]
+        proposals.append(Proposal(text, plan.context.cursor, candidate.mean_confidence, origin))
     return Completion(proposals=tuple(proposals), context=plan.context, result=result)
 
 

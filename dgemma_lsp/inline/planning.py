@@ -11,6 +11,7 @@ from tree_sitter import Language
 
 from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext, build_context
+from dgemma_lsp.inline.drafts import make_drafts
 from dgemma_lsp.inline.postprocess import Shape
 from dgemma_lsp.runtime.options import Options, completion_budget_ms
 from engine import Engine, InfillRequest
@@ -25,6 +26,7 @@ class Plan:
     min_line_confidence: float = 0.0  # cut the text before the first line below this
     min_mean_confidence: float = 0.0  # offer nothing below this
     grammar: Language | None = None  # for syntax repair; None: no repair
+    draft_kinds: tuple[str, ...] = ()  # the kind of each of request.drafts (lookup, structure)
 
 
 def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float) -> Plan:
@@ -41,6 +43,11 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
     )
     completion = options.completion
     multi_line = context.mode != "single_line"
+    drafts = (
+        make_drafts(context, snapshot.document.text, snapshot.tree, snapshot.neighbours)
+        if completion.drafts
+        else ()
+    )
     budget = completion_budget_ms(completion, engine.info.device)
     request = InfillRequest(
         prefix=context.prefix,
@@ -53,6 +60,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         max_steps=completion.max_steps or None,
         anchor=suffix_anchor(context) if completion.anchor_suffix else "",
         decoder=completion.decoder,
+        drafts=tuple(d.text for d in drafts),
     )
     return Plan(
         context=context,
@@ -60,6 +68,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         min_line_confidence=completion.min_line_confidence_percent / 100,
         min_mean_confidence=completion.min_mean_confidence_percent / 100,
         grammar=snapshot.grammar if completion.syntax_repair else None,
+        draft_kinds=tuple(d.kind for d in drafts),
     )
 
 

@@ -10,3 +10,4 @@ class Proposal:
     text: str  # inserted at the cursor
     cursor: int  # code-point offset in the document it was planned for
     confidence: float  # mean token probability
+    origin: str = "model"  # the row it came from: model (fresh noise), or a draft's kind (lookup, structure)

@@ -109,6 +109,7 @@ def repair_request(
     return replace(
         request,
         seed_canvas=middle,
+        drafts=(),
         fixed_positions=fixed,
         seed_noise=1.0,
         max_steps=REPAIR_STEPS,

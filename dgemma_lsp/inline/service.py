@@ -5,7 +5,8 @@ In order, for each request:
 2. a recent identical context (undo, backspace, re-trigger) -> the answer given then;
 3. a speculative job already computing this very context (started right after an accept) -> await it;
 4. otherwise the pipeline's `execute` on the model worker, superseding the document's previous job.
-Each answer says where it came from, for the stats and the status bar.
+Each answer says where it came from, for the stats and the status bar: for the model, the row that
+won (fresh noise, or a draft: lookup, structure).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dgemma_lsp.documents.workspace import OpenDocument
+from dgemma_lsp.documents.workspace import OpenDocument, Snapshot
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.pipeline import Completion, execute
 from dgemma_lsp.inline.planning import Plan, prepare
@@ -43,6 +44,7 @@ class InlineService:
     async def complete(
         self,
         opened: OpenDocument,
+        snapshot: Snapshot,
         cursor: int,
         options: Options,
         engine: Engine,
@@ -50,7 +52,7 @@ class InlineService:
         is_current: Callable[[], bool],
     ) -> Answer | None:
         """The answer at `cursor`, or None when it was superseded or the text moved on meanwhile."""
-        plan = prepare(opened.snapshot(), cursor, options, engine, started)
+        plan = prepare(snapshot, cursor, options, engine, started)
         context, memory = plan.context, opened.inline
         opened.anchor = context.anchor
         recalled = memory.recall(context)
@@ -81,7 +83,8 @@ class InlineService:
             return None  # the text moved on while the model worked: this answer is stale
         memory.remember(context, completion.proposals)
         queued_ms = (completion.began - submitted) * 1000
-        return Answer(completion.proposals, "model", context, completion.result, queued_ms)
+        source = completion.proposals[0].origin if completion.proposals else "model"
+        return Answer(completion.proposals, source, context, completion.result, queued_ms)
 
     def _submit(self, uri: str, plan: Plan, engine: Engine) -> asyncio.Future:
         def work(cancel: threading.Event) -> Completion:
@@ -89,9 +92,11 @@ class InlineService:
 
         return self.scheduler.submit(uri, work)
 
-    def speculate(self, opened: OpenDocument, cursor: int, options: Options, engine: Engine) -> None:
+    def speculate(
+        self, opened: OpenDocument, snapshot: Snapshot, cursor: int, options: Options, engine: Engine
+    ) -> None:
         """Start computing the completion the user will ask for next (right after an accept)."""
-        plan = prepare(opened.snapshot(), cursor, options, engine, time.monotonic())
+        plan = prepare(snapshot, cursor, options, engine, time.monotonic())
         key = context_key(plan.context)
         memory = opened.inline
         if key in memory.recent:

@@ -65,7 +65,8 @@ def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> N
     # Right after an accepted proposal, start on the completion the user will ask for next.
     accepted = edit is not None and not edit.old and opened.inline.accepted(edit.offset, edit.new)
     if accepted and engine is not None:
-        ls.inline.speculate(opened, edit.offset + len(edit.new), ls.options, engine)
+        snapshot = ls.documents.snapshot(uri)
+        ls.inline.speculate(opened, snapshot, edit.offset + len(edit.new), ls.options, engine)
 
 
 def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -85,8 +86,9 @@ async def inline_completion(
         return types.InlineCompletionList(items=[])
     version = opened.document.version
     try:
+        is_current = lambda: ls.documents.is_current(uri, version)  # noqa: E731 - read once the model is done
         answer = await ls.inline.complete(
-            opened, cursor, ls.options, engine, started, lambda: ls.documents.is_current(uri, version)
+            opened, ls.documents.snapshot(uri), cursor, ls.options, engine, started, is_current
         )
     except asyncio.CancelledError:
         ls.stats.cancelled += 1

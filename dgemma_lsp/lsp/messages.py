@@ -21,8 +21,8 @@ class Status:
     state: str  # none, loading, ready, failed
     model: str | None
     device: str | None
-    lastLatencyMs: float | None
-    lastSource: str | None
+    lastLatencyMs: float | None  # camelCase: the wire names
+    lastSource: str | None  # model, lookup, structure (a draft won), typed_through, cache, speculative
     error: str | None
 
     def to_json(self) -> dict[str, Any]:
@@ -56,7 +56,7 @@ class NextEditResult:
     """`dgemma/nextEdit` result (or null): the edit the user is likely to make next."""
 
     range: dict[str, Any]  # an LSP Range in the client's position encoding
-    newText: str
+    newText: str  # the wire name
     confidence: float
 
     def to_json(self) -> dict[str, Any]:

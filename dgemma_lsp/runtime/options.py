@@ -67,6 +67,8 @@ class CompletionOptions:
     anchor_suffix: bool = True
     # Languages to complete in (LSP language ids); empty means all.
     languages: tuple[str, ...] = ()
+    # Drafts from the code around the cursor (repeats, sibling statements) seed canvas rows of their own.
+    drafts: bool = True
     # "diffusion", or "autoregressive": the same weights decoded left to right (for comparisons).
     decoder: str = "diffusion"
 

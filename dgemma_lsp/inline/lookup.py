@@ -1,0 +1,98 @@
+"""Code repeats itself: what followed the longest earlier match of the text before the cursor.
+
+Pure string work, cheap enough for every keystroke: the longest suffix of the text before the
+cursor that occurs elsewhere (a binary search on its length, each probe one `str.find`), then what
+followed each occurrence, up to a line or a number of lines. The trainer makes its draft canvases
+with the same function, so the model learns what such drafts are worth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIN_KEY = 6  # characters: shorter keys ("x = ", "if ") repeat by chance
+MAX_KEY = 256
+MAX_OCCURRENCES = 16  # per haystack, nearest first
+
+
+@dataclass(frozen=True)
+class Haystack:
+    """A text to search, with a range to skip (the cursor's own occurrence in its document)."""
+
+    text: str
+    skip_start: int = 0
+    skip_end: int = 0
+
+    def find_all(self, needle: str, limit: int) -> list[int]:
+        """Where `needle` starts outside the skipped range, nearest to the skipped range first."""
+        before, after = [], []
+        end = self.skip_start
+        while len(before) < limit and (at := self.text.rfind(needle, 0, end)) >= 0:
+            if at + len(needle) <= self.skip_start:
+                before.append(at)
+            end = at + len(needle) - 1
+        at = self.text.find(needle, self.skip_end)
+        while len(after) < limit and at >= 0:
+            after.append(at)
+            at = self.text.find(needle, at + 1)
+        return (before + after)[:limit]
+
+    def contains(self, needle: str) -> bool:
+        return bool(self.find_all(needle, 1))
+
+
+def longest_key(before: str, haystacks: list[Haystack]) -> str:
+    """The longest suffix of `before` (MIN_KEY..MAX_KEY characters) found in a haystack, or ""."""
+    low, high = MIN_KEY, min(len(before), MAX_KEY)
+    best = ""
+    while low <= high:
+        size = (low + high) // 2
+        key = before[len(before) - size :]
+        if key.strip() and any(h.contains(key) for h in haystacks):
+            best, low = key, size + 1
+        else:
+            high = size - 1
+    return best
+
+
+def continuation(text: str, start: int, lines: int) -> str:
+    """`text` from `start` to the end of its line, and then `lines - 1` more lines."""
+    end = start
+    for _ in range(lines):
+        end = text.find("\n", end)
+        if end < 0:
+            return text[start:]
+        end += 1
+    return text[start : end - 1]
+
+
+def continuations(before: str, haystacks: list[Haystack], lines: int, limit: int) -> list[str]:
+    """What followed the longest earlier match of `before`, distinct, nearest first (at most `limit`)."""
+    key = longest_key(before, haystacks)
+    if not key:
+        return []
+    found: list[str] = []
+    for haystack in haystacks:
+        for at in haystack.find_all(key, MAX_OCCURRENCES):
+            text = continuation(haystack.text, at + len(key), lines)
+            if text.strip() and text not in found:
+                found.append(text)
+            if len(found) >= limit:
+                return found
+    return found
+
+
+def cut_before_suffix(draft: str, line_suffix: str, next_line: str) -> str:
+    """A draft stops where it would write again what follows the cursor."""
+    rest = line_suffix.strip()
+    if rest and (at := draft.find(rest)) >= 0:
+        draft = draft[:at]
+    following = next_line.strip()
+    if following and "\n" in draft:
+        kept = []
+        for line in draft.split("\n"):
+            if kept and line.strip() == following:
+                break
+            kept.append(line)
+        draft = "\n".join(kept)
+    return draft.rstrip() if "\n" in draft else draft
