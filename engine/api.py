@@ -150,6 +150,9 @@ class EngineInfo:
     dtype: str
     canvas_length: int
     parameters: int
+    # The confidence gates calibrated for this model (calibration.json beside its weights), e.g.
+    # {"min_mean_confidence_percent": 40, "min_line_confidence_percent": 10}; empty: none shipped.
+    gates: dict[str, int] = field(default_factory=dict)
 
 
 class Engine(Protocol):

@@ -168,11 +168,29 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         dtype=str(dtype).removeprefix("torch."),
         canvas_length=int(model.config.canvas_length),
         parameters=parameters,
+        gates=read_gates(folder),
     )
     logger.info("loaded %s from %s on %s", resolved.name, folder, device)
     engine = LocalEngine(model, prompt_format, sampler_settings(model), info)
     engine.warm_up()
     return engine
+
+
+CALIBRATION_FILE = "calibration.json"
+GATES = ("min_mean_confidence_percent", "min_line_confidence_percent")
+
+
+def read_gates(folder: Path) -> dict[str, int]:
+    """The confidence gates calibrated for the checkpoint in `folder` (`dgemma-lsp eval --calibrate`)."""
+    path = folder / CALIBRATION_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {key: int(data[key]) for key in GATES if 0 <= int(data[key]) <= 100}
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        logger.warning("ignoring %s: %s", path, err)
+        return {}
 
 
 SMALL_MODEL = 50_000_000

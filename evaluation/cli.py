@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmarks", metavar="DIR", help=f"benchmark data folder (or ${BENCHMARKS_ENV})")
     parser.add_argument("--no-execute", action="store_true", help="skip running tests (no pass@1)")
     parser.add_argument("--no-baseline", action="store_true", help="leave out the copy heuristic's row")
+    parser.add_argument(
+        "--calibrate", type=Path, metavar="OUT",
+        help="choose the model's confidence gates on these rows and write them (calibration.json)",
+    )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test run")
     return parser
 
@@ -68,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
         )  # fmt: skip
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
+        if args.calibrate:
+            return write_calibration(engine, BENCHMARKS[args.benchmark], items, args, argv)
         report = run_eval(engine, BENCHMARKS[args.benchmark], items, options, language)
     except (EngineError, OSError, ValueError) as err:
         print(f"dgemma-lsp eval: {err}", file=sys.stderr)
@@ -78,6 +84,32 @@ def main(argv: list[str] | None = None) -> int:
         payload = report.to_json() | {"command": shlex.join(["dgemma-lsp", "eval", *argv])}
         args.json.write_text(json.dumps(payload, indent=1, allow_nan=False))
         logger.info("wrote %s", args.json)
+    return 0
+
+
+def write_calibration(engine, benchmark, items, args: argparse.Namespace, argv: list[str]) -> int:
+    """`--calibrate OUT`: the confidence gates for this model, chosen on these rows (a validation split)."""
+    from evaluation.calibrate import calibrate
+
+    if args.benchmark == "heldout" and not args.language.endswith("calibration"):
+        print(
+            "dgemma-lsp eval: calibrate on the validation split: --language python-calibration",
+            file=sys.stderr,
+        )
+        return 2
+    found = calibrate(engine, benchmark, items, args.budget_ms, argv)
+    args.calibrate.write_text(json.dumps(found, indent=1))
+    mean, line = found["min_mean_confidence_percent"], found["min_line_confidence_percent"]
+    print(f"gates: mean >= {mean}%, line >= {line}%")
+    for name in ("chosen", "open_gates"):
+        point = found[name]
+        print(
+            f"  {name}: offered {point['offered']:.0%}, "
+            f"single-line precision {_cell(point['precision'], '.0%')} "
+            f"(goal {found['precision_goal']:.0%}), {point['accepted_chars_per_request']:.1f} characters "
+            "accepted per request"
+        )
+    logger.info("wrote %s", args.calibrate)
     return 0
 
 

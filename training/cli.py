@@ -56,6 +56,11 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--warmup-steps", type=int, default=300)
     tr.add_argument("--max-tokens", type=float, default=0, help="stop once the run has seen this many tokens")
     tr.add_argument("--validate-every-tokens", type=float, default=0, help="validation loss every N tokens")
+    tr.add_argument("--draft-share", type=float, default=0.0, help="share of canvases started from a draft")
+    tr.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="change an objective field of the run's config from now on (a branch); repeatable",
+    )  # fmt: skip
     tr.add_argument("--log-every", type=int, default=20)
     tr.add_argument("--save-every-min", type=float, default=10)
     ex = sub.add_parser("export", help="write the run's EMA weights as a checkpoint folder")
@@ -83,6 +88,7 @@ def new_run_config(args: argparse.Namespace) -> TrainConfig:
         optimizer=args.optimizer,
         accumulate=args.accumulate,
         warmup_steps=args.warmup_steps,
+        draft_share=args.draft_share,
     )
 
 
@@ -99,6 +105,7 @@ def session(args: argparse.Namespace) -> Session:
         validate_every_tokens=args.validate_every_tokens,
         log_every=args.log_every,
         save_every_min=args.save_every_min,
+        overrides=dict(item.split("=", 1) for item in args.set),
     )
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+
+OVERRIDABLE = {
+    "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
+    "self_conditioning_rate", "eos_tail_weight", "accumulate", "batch_size",
+}  # fmt: skip
 
 
 @dataclass
@@ -32,6 +37,20 @@ class TrainConfig:
     canvas_ramp_tokens: int = 0
     optimizer: str = "adamw"  # or "muon": Muon on hidden matrices, AdamW on the rest
     accumulate: int = 1  # batches per optimizer step
+    # Share of first canvases whose noise starts from a draft made by the server's own lookup on the
+    # training file (right, partly right or wrong) instead of the target: the model learns when to
+    # keep a draft and when to rewrite it.
+    draft_share: float = 0.0
+
+    def with_overrides(self, overrides: dict[str, str]) -> TrainConfig:
+        """This config with objective fields changed (`--set`); the model's shape cannot change."""
+        changes = {}
+        for key, text in overrides.items():
+            if key not in OVERRIDABLE:
+                raise SystemExit(f"--set {key}: only {', '.join(sorted(OVERRIDABLE))} can change in a run")
+            kind = type(getattr(self, key))
+            changes[key] = kind(float(text)) if kind in (int, float) else text
+        return replace(self, **changes)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations
 from engine.prompts import FimFormat
 
 MAX_CANVASES = 4
@@ -36,6 +37,7 @@ class Example:
     prompt: list[int]  # encoder input: layout(prefix, suffix) + middle tokens already written
     target: list[int]  # the canvas to predict: the next canvas of the middle, EOS, EOS fill
     middle_rest: list[int]  # tokens after the prompt for the autoregressive loss (middle + EOS)
+    draft: list[int] | None = None  # a canvas the server's lookup would seed, EOS-filled; None: none
 
 
 def load_documents(folder: Path, split: str, languages: set[str] | None = None) -> list[Document]:
@@ -153,9 +155,17 @@ class ExampleMaker:
     sit in the prompt after the middle marker, and the target is the next canvas.
     """
 
-    def __init__(self, fmt: FimFormat, rng: random.Random) -> None:
+    def __init__(
+        self,
+        fmt: FimFormat,
+        rng: random.Random,
+        draft_share: float = 0.0,
+        draft_rng: random.Random | None = None,
+    ) -> None:
         self.fmt = fmt
         self.rng = rng
+        self.draft_share = draft_share
+        self.draft_rng = draft_rng
 
     def make(self, doc: Document, prompt_budget: int, canvas: int) -> Example | None:
         kind = self.rng.choices(SPAN_KINDS, SPAN_WEIGHTS)[0]
@@ -182,15 +192,38 @@ class ExampleMaker:
         # The autoregressive loss reads at most two canvases on; EOS only where the middle really ends.
         rest = middle[written : written + 2 * canvas]
         ends = written + 2 * canvas >= len(middle) and len(middle) <= canvas * MAX_CANVASES
+        draft = self.draft_for(doc, span, canvas) if not written else None
         return Example(
-            prompt=prompt + middle[:written], target=target, middle_rest=rest + [eos] if ends else rest
+            prompt=prompt + middle[:written],
+            target=target,
+            middle_rest=rest + [eos] if ends else rest,
+            draft=draft,
         )
+
+    def draft_for(self, doc: Document, span: Span, canvas: int) -> list[int] | None:
+        """The server's lookup draft for this cursor, on the file as an editor holds it (no middle)."""
+        if self.draft_rng is None or self.draft_rng.random() >= self.draft_share:
+            return None
+        lines = doc.text.count("\n", span.start, span.end) + 1
+        held = doc.text[: span.start] + doc.text[span.end :]
+        before = doc.text[max(0, span.start - MAX_KEY) : span.start]
+        found = continuations(before, [Haystack(held, span.start - 1, span.start)], lines, 1)
+        if not found:
+            return None
+        eos = self.fmt.special.eos
+        return (self.fmt.encode(found[0])[:canvas] + [eos] * canvas)[:canvas]
 
 
 def examples(
-    documents: list[Document], fmt: FimFormat, rng: random.Random, prompt_budget: int, canvas: int
+    documents: list[Document],
+    fmt: FimFormat,
+    rng: random.Random,
+    prompt_budget: int,
+    canvas: int,
+    draft_share: float = 0.0,
 ) -> Iterator[Example]:
-    maker = ExampleMaker(fmt, rng)
+    # Drafts draw from a random stream of their own: the examples are the same with or without them.
+    maker = ExampleMaker(fmt, rng, draft_share, random.Random(rng.random()) if draft_share else None)
     while True:
         example = maker.make(documents[rng.randrange(len(documents))], prompt_budget, canvas)
         if example is not None and len(example.middle_rest) > 1:

@@ -25,6 +25,7 @@ class Batch:
     decoder_mask: torch.Tensor  # [B, P + C] bool
     decoder_positions: torch.Tensor  # [B, C]
     target: torch.Tensor  # [B, C]
+    draft: torch.Tensor | None = None  # [B, C] where noising starts (a lookup draft, else the target)
 
 
 def collate(items: list[Example], pad: int) -> Batch:
@@ -56,6 +57,7 @@ def collate(items: list[Example], pad: int) -> Batch:
         decoder_mask=decoder_mask,
         decoder_positions=decoder_positions,
         target=torch.tensor([e.target for e in items]),
+        draft=torch.tensor([e.draft or e.target for e in items]) if any(e.draft for e in items) else None,
     )
 
 
@@ -98,10 +100,11 @@ def losses(
     rate = noise_rate
     if rate is None:
         rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
+    start = target if batch.draft is None else batch.draft.to(device)  # a draft: what to keep or fix
     noised = torch.where(
         torch.rand(target.shape, device=device, generator=gen) < rate,
         torch.randint(0, vocab, target.shape, device=device, generator=gen),
-        target,
+        start,
     )
     positions, mask = batch.decoder_positions.to(device), batch.decoder_mask.to(device)
     self_conditioning = None
@@ -123,7 +126,8 @@ def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.
 
 
 def next_batch(documents: list[Document], fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
-    stream = examples(documents, fmt, rng, rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths))
+    budget, canvas = rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths)
+    stream = examples(documents, fmt, rng, budget, canvas, cfg.draft_share)
     return collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
 
 

@@ -8,7 +8,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +42,9 @@ class Session:
     validate_every_tokens: float = 0
     log_every: int = 20
     save_every_min: float = 10
+    # Objective fields set on the run's config from now on (a branch that ramps the canvas loss in,
+    # or starts canvases from drafts): what `--set KEY=VALUE` gives; recorded in config.json.
+    overrides: dict[str, str] = field(default_factory=dict)
 
 
 def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -84,7 +87,7 @@ def learning_rate(
 
 
 def open_run(
-    run: Run, new_config: TrainConfig, from_snapshot: Path | None
+    run: Run, new_config: TrainConfig, from_snapshot: Path | None, overrides: dict[str, str] | None = None
 ) -> tuple[TrainConfig, Path | None]:
     """The run's config (`new_config` for a new run) and the snapshot to start from, if any is still due."""
     run.folder.mkdir(parents=True, exist_ok=True)
@@ -97,6 +100,10 @@ def open_run(
     if cfg is None:
         cfg = new_config
         run.write_config(cfg)
+    if overrides:
+        cfg = cfg.with_overrides(overrides)
+        run.write_config(cfg)
+        logger.info("config set from now on: %s", overrides)
     return cfg, from_snapshot
 
 
@@ -159,7 +166,7 @@ def update_ema(ema: dict[str, torch.Tensor], model, decay: float) -> None:
 
 
 def train(run: Run, session: Session, new_config: TrainConfig) -> None:
-    cfg, from_snapshot = open_run(run, new_config, session.from_snapshot)
+    cfg, from_snapshot = open_run(run, new_config, session.from_snapshot, session.overrides)
     device = session.device
     tokenizer = load_tokenizer(run.tokenizer_path)
     fmt = FimFormat(tokenizer)

@@ -65,11 +65,20 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
     return Plan(
         context=context,
         request=request,
-        min_line_confidence=completion.min_line_confidence_percent / 100,
-        min_mean_confidence=completion.min_mean_confidence_percent / 100,
+        min_line_confidence=gate(
+            completion.min_line_confidence_percent, "min_line_confidence_percent", engine
+        ),
+        min_mean_confidence=gate(
+            completion.min_mean_confidence_percent, "min_mean_confidence_percent", engine
+        ),
         grammar=snapshot.grammar if completion.syntax_repair else None,
         draft_kinds=tuple(d.kind for d in drafts),
     )
+
+
+def gate(percent: int | None, name: str, engine: Engine) -> float:
+    """A confidence gate as a probability: the option when set, else the model's calibrated one, else 0."""
+    return (percent if percent is not None else engine.info.gates.get(name, 0)) / 100
 
 
 def suffix_anchor(context: CompletionContext) -> str:

@@ -35,6 +35,7 @@ class Answer:
     context: CompletionContext
     result: InfillResult | None  # the model's result when it ran for this request
     queued_ms: float = 0.0  # waiting for the worker (it was finishing or cancelling another job)
+    drafts: int = 0  # draft rows the engine ran for it
 
 
 class InlineService:
@@ -84,7 +85,8 @@ class InlineService:
         memory.remember(context, completion.proposals)
         queued_ms = (completion.began - submitted) * 1000
         source = completion.proposals[0].origin if completion.proposals else "model"
-        return Answer(completion.proposals, source, context, completion.result, queued_ms)
+        drafts = len(plan.request.drafts)
+        return Answer(completion.proposals, source, context, completion.result, queued_ms, drafts)
 
     def _submit(self, uri: str, plan: Plan, engine: Engine) -> asyncio.Future:
         def work(cancel: threading.Event) -> Completion:

@@ -98,7 +98,9 @@ async def inline_completion(
     ls.last_latency_ms = (time.monotonic() - started) * 1000
     ls.last_source = answer.source
     multi_line = answer.context.mode != "single_line"
-    ls.stats.add(record(answer.source, multi_line, ls.last_latency_ms, answer.result, answer.queued_ms))
+    ls.stats.add(
+        record(answer.source, multi_line, ls.last_latency_ms, answer.result, answer.queued_ms, answer.drafts)
+    )
     ls.send_status()
     if ls.options.debug_log:
         logger.debug("completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals])

@@ -59,8 +59,9 @@ class CompletionOptions:
     max_steps: int = 0  # 0: the model's own default
     # Ghost text stops before the first line holding a token the model gave less than this
     # probability; a completion whose mean token probability is lower is not offered at all.
-    min_line_confidence_percent: int = 0
-    min_mean_confidence_percent: int = 0
+    # Unset: the gates calibrated for the model (its calibration.json), else 0.
+    min_line_confidence_percent: int | None = None
+    min_mean_confidence_percent: int | None = None
     # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
     syntax_repair: bool = True
     # Fix the rest of the line at the end of the canvas, so a single-line completion joins it.

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from engine import InfillResult
 
 MAX_RECORDS = 20_000
+DRAFT_SOURCES = ("lookup", "structure")
+MODEL_SOURCES = ("model", *DRAFT_SOURCES)  # the model ran for these answers
 
 
 @dataclass(frozen=True)
 class Record:
-    source: str  # model, typed_through, cache, speculative
+    source: str  # model, lookup, structure (a draft row won), typed_through, cache, speculative
     multi_line: bool
     server_ms: float  # handler entry to answer
     forward_ms: float  # inside model forward passes (0 when the model did not run for it)
@@ -29,6 +31,7 @@ class Record:
     reused_prompt_tokens: int
     stop_reason: str
     queued_ms: float = 0.0  # waiting for the worker to finish or cancel another job
+    drafts: int = 0  # draft rows the engine ran beside the fresh-noise rows
 
     @property
     def overhead_ms(self) -> float:
@@ -36,12 +39,18 @@ class Record:
 
 
 def record(
-    source: str, multi_line: bool, server_ms: float, result: InfillResult | None, queued_ms: float = 0.0
+    source: str,
+    multi_line: bool,
+    server_ms: float,
+    result: InfillResult | None,
+    queued_ms: float = 0.0,
+    drafts: int = 0,
 ) -> Record:
     if result is None:
         return Record(source, multi_line, server_ms, 0.0, 0, 0.0, 0, 0, "reused")
     return Record(
         queued_ms=queued_ms,
+        drafts=drafts,
         source=source,
         multi_line=multi_line,
         server_ms=server_ms,
@@ -52,6 +61,10 @@ def record(
         reused_prompt_tokens=result.reused_prompt_tokens,
         stop_reason=result.stop_reason,
     )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -91,7 +104,7 @@ class Stats:
 
     def summary(self, superseded: int) -> dict:
         records = list(self.records)
-        model = [r for r in records if r.source == "model"]
+        model = [r for r in records if r.source in MODEL_SOURCES]
         prompt = sum(r.prompt_tokens for r in model)
         return {
             "answered": len(records),
@@ -110,5 +123,12 @@ class Stats:
             "prompt_tokens": prompt,
             "reused_prompt_tokens": sum(r.reused_prompt_tokens for r in model),
             "stop_reasons": dict(Counter(r.stop_reason for r in model)),
+            "drafts": {
+                "requests_with_drafts": sum(1 for r in model if r.drafts),
+                "draft_rows": sum(r.drafts for r in model),
+                "won_by_a_draft": sum(1 for r in model if r.source in DRAFT_SOURCES),
+                "steps_mean_when_a_draft_won": _mean([r.steps for r in model if r.source in DRAFT_SOURCES]),
+                "steps_mean_otherwise": _mean([r.steps for r in model if r.source == "model"]),
+            },
             "peak_rss_mb": round(peak_rss_mb(), 1),
         }

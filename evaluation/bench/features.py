@@ -20,6 +20,8 @@ from tree_sitter import Parser
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.context import build_context
+from dgemma_lsp.inline.drafts import make_drafts
 from dgemma_lsp.inline.pipeline import execute, finish
 from dgemma_lsp.inline.planning import prepare, shape_of
 from dgemma_lsp.inline.postprocess import cut_suffix_repeat
@@ -136,11 +138,48 @@ def typing(engine: Engine, items: list[Item], typed: int = 2) -> dict:
     }
 
 
+def drafts_cost(engine: Engine, items: list[Item], cursors: int = 300) -> dict:
+    """Time of the drafts stage on a real 5,000-line file (held-out files joined), at random cursors,
+    with three other open documents of the language as neighbours."""
+    import random
+    import statistics
+
+    texts = list(dict.fromkeys(item.prefix + item.middle + item.suffix for item in items))
+    big, used = "", 0
+    while big.count("\n") < 5000 and used < len(texts):
+        big, used = big + texts[used], used + 1
+    neighbours = tuple(texts[used : used + 3])
+    opened = standalone(big, "python", REGISTRY)
+    snapshot = opened.snapshot()
+    rng = random.Random(0)
+    times, counts = [], []
+    for _ in range(cursors):
+        cursor = rng.randrange(len(big))
+        context = build_context(
+            snapshot.document.lines, cursor, count_tokens=engine.count_tokens, spec=snapshot.spec,
+            language_id="python", tree=snapshot.tree,
+        )  # fmt: skip
+        started = time.perf_counter()
+        found = make_drafts(context, big, snapshot.tree, neighbours)
+        times.append((time.perf_counter() - started) * 1000)
+        counts.append(len(found))
+    times.sort()
+    return {
+        "lines": big.count("\n"),
+        "cursors": cursors,
+        "p50_ms": round(statistics.median(times), 3),
+        "p95_ms": round(times[int(0.95 * len(times)) - 1], 3),
+        "max_ms": round(times[-1], 3),
+        "with_a_draft": sum(1 for c in counts if c) / len(counts),
+    }
+
+
 MEASURES = {
     "anchoring": (anchoring, ("humaneval-random",)),
     "repair": (repair, ("humaneval-multi", "safim-block")),
     "confidence": (confidence, ("santacoder-fim",)),
     "typing": (typing, ("santacoder-fim",)),
+    "drafts": (drafts_cost, ("heldout",)),
 }
 
 
@@ -162,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "anchoring":  # only spans that end mid-line have a rest of the line to anchor
             items = [i for i in load_items(benchmarks[0]) if i.suffix.split("\n", 1)[0].strip()][: args.limit]
         else:
-            items = [item for bench in benchmarks for item in load_items(bench, args.limit)]
+            limit = None if name == "drafts" else args.limit  # drafts: files enough for 5,000 lines
+            items = [item for bench in benchmarks for item in load_items(bench, limit)]
         started = time.monotonic()
         figures[name] = measure(engine, items) | {"seconds": round(time.monotonic() - started, 1)}
         print(name, json.dumps(figures[name], indent=1))

@@ -43,7 +43,12 @@ test("server log lines keep their level", () => {
 
 test("the status bar shows model, device and latency", () => {
   const ready = {
-    state: "ready", model: "/tmp/tiny-model0", device: "cpu", lastLatencyMs: 87.4, lastSource: "typed_through", error: null,
+    state: "ready",
+    model: "/tmp/tiny-model0",
+    device: "cpu",
+    lastLatencyMs: 87.4,
+    lastSource: "typed_through",
+    error: null,
   } as const;
   assert.equal(describeStatus("running", true, ready).text, "$(sparkle) DGemma: tiny-model0 · cpu · 87 ms");
   assert.match(describeStatus("running", true, ready).tooltip, /Last completion: 87.4 ms \(typed through\)/);
