@@ -19,3 +19,6 @@ def test_every_feature_measure_reports_its_figures(tiny_model_dir, tmp_path):
     shares = [row["offered_share"] for row in figures["confidence"]["by_threshold"]]
     assert shares == sorted(shares, reverse=True)  # a higher threshold never offers more
     assert figures["typing"]["n"] >= 1 and figures["typing"]["steps_fresh"] >= 1
+    drafts = figures["drafts"]
+    assert drafts["lines"] >= 5000 and drafts["cursors"] == 300 and 0 < drafts["with_a_draft"] <= 1
+    assert 0 < drafts["p50_ms"] <= drafts["p95_ms"] <= drafts["max_ms"]
