@@ -54,37 +54,52 @@ def make_drafts(
 
 
 def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
-    """The previous sibling statement as a template for the one being written at the cursor."""
-    typed = context.line_prefix.lstrip()
+    """The previous statement at the cursor's indentation, as a template for the one being written."""
     if context.line_suffix.strip():
         return ""  # code after the cursor on its line: not a statement of its own
-    line_start = context.cursor - context.column
+    typed = context.line_prefix.lstrip()
+    column = len(context.line_prefix) - len(typed)
+    statement = _statement_above(context, text, tree, column)
     data = text.encode("utf-8")
-    start_byte = len(text[:line_start].encode("utf-8"))
-    container = _container_at(tree, start_byte)
-    if container is None:
-        return ""
-    siblings = [c for c in container.named_children if c.end_byte <= start_byte][-_SIBLINGS:]
-    for sibling in reversed(siblings):
-        if sibling.type == "comment":
-            continue
+    for sibling in _previous_statements(statement):
         source = data[sibling.start_byte : sibling.end_byte].decode("utf-8", "replace")
         if typed and not (source.startswith(typed) and len(source) > len(typed)):
             continue
-        first_indent = sibling.start_point.column
-        body = [source.split("\n")[0]] + [
-            line[first_indent:] if line[:first_indent].isspace() else line.lstrip()
-            for line in source.split("\n")[1:]
+        lines = source.split("\n")
+        body = [lines[0]] + [
+            line[column:] if line[:column].isspace() else line.lstrip() for line in lines[1:]
         ]
         template = "\n".join(body[:1] if context.mode == "single_line" else body[: context.max_lines])
-        template = template[len(typed) :]
-        return template.replace("\n", "\n" + context.indent)
+        return template[len(typed) :].replace("\n", "\n" + context.indent)
     return ""
 
 
-def _container_at(tree: Tree, byte: int) -> Node | None:
-    """The innermost block that holds statements, around `byte`."""
-    node: Node | None = tree.root_node.descendant_for_byte_range(byte, byte)
-    while node is not None and node.type not in _CONTAINERS:
-        node = node.parent
-    return node
+def _statement_above(context: CompletionContext, text: str, tree: Tree, column: int) -> Node | None:
+    """The statement of a block, at `column`, that holds the nearest code line above the cursor's."""
+    end, row = context.cursor - context.column, context.line  # walking up from the cursor's line
+    while end > 0:
+        start, row = text.rfind("\n", 0, end - 1) + 1, row - 1
+        line = text[start : end - 1]
+        if line.strip():
+            break
+        end = start
+    else:
+        return None
+    indent = len(line) - len(line.lstrip())  # whitespace: as many bytes as characters
+    node: Node | None = tree.root_node.descendant_for_point_range((row, indent), (row, indent))
+    while node is not None:
+        parent = node.parent
+        if parent is not None and parent.type in _CONTAINERS and node.start_point.column == column:
+            return node
+        node = parent
+    return None
+
+
+def _previous_statements(statement: Node | None) -> list[Node]:
+    """`statement` and the ones before it in its block (comments left out), nearest first."""
+    found: list[Node] = []
+    while statement is not None and len(found) < _SIBLINGS:
+        if statement.type != "comment" and statement.is_named:
+            found.append(statement)
+        statement = statement.prev_named_sibling
+    return found

@@ -1,0 +1,189 @@
+"""Drafts: guesses from the code around the cursor, seeded into canvas rows the model revises."""
+
+from __future__ import annotations
+
+import torch
+
+import engine.local_engine as local_engine
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.context import build_context
+from dgemma_lsp.inline.drafts import make_drafts, structure_draft
+from dgemma_lsp.inline.lookup import Haystack, continuations, cut_before_suffix, longest_key
+from engine import InfillRequest
+from tests.lsp_session import inline, lsp_session, open_document
+
+REGISTRY = LanguageRegistry()
+
+TESTS = (
+    "def test_add():\n    assert add(1, 2) == 3\n\n"
+    "def test_sub():\n    assert sub(3, 2) == 1\n\n"
+    "def test_mul():\n    assert "
+)
+
+
+def context_at(text: str, cursor: int):
+    opened = standalone(text, "python", REGISTRY)
+    snapshot = opened.snapshot()
+    count = lambda s: len(s.split()) + 1  # noqa: E731
+    return build_context(
+        snapshot.document.lines, cursor, count_tokens=count, spec=snapshot.spec, tree=snapshot.tree
+    ), snapshot
+
+
+# ---- lookup ------------------------------------------------------------------------------------
+
+
+def test_the_longest_earlier_match_and_what_followed_it():
+    text = "x = compute(a, b)\ny = compute(c, d)\nz = comp"
+    cursor = len(text)
+    hay = [Haystack(text, cursor - 1, cursor)]
+    assert longest_key(text[-256:], hay) == ") = comp"[-len(longest_key(text[-256:], hay)) :]
+    # Nearest occurrence first; each continuation to the end of its line.
+    assert continuations(text, hay, lines=1, limit=3) == ["ute(c, d)", "ute(a, b)"]
+    # The cursor's own text is never its own match.
+    assert continuations("only here: unique_name", [Haystack("only here: unique_name", 21, 22)], 1, 3) == []
+
+
+def test_matches_after_the_cursor_and_in_other_documents_count_too():
+    text = "first = \nsecond = value_after(1)\n"
+    other = "first = from_the_other_file()\n"
+    cursor = len("first = ")
+    found = continuations(text[:cursor], [Haystack(text, cursor - 1, cursor), Haystack(other)], 1, 3)
+    assert found == ["from_the_other_file()"]
+
+
+def test_a_draft_stops_before_what_follows_the_cursor():
+    assert cut_before_suffix("total + x)", ")", "") == "total + x"
+    assert cut_before_suffix("a = 1\nb = 2\nreturn a\nc = 3", "", "return a") == "a = 1\nb = 2"
+
+
+# ---- the drafts stage ------------------------------------------------------------------------
+
+
+def test_a_repeated_pattern_gives_a_lookup_draft_cut_to_one_line():
+    context, snapshot = context_at(TESTS, len(TESTS))
+    drafts = make_drafts(context, TESTS, snapshot.tree)
+    assert drafts[0].kind == "lookup" and drafts[0].text in ("sub(3, 2) == 1", "add(1, 2) == 3")
+    assert all("\n" not in d.text for d in drafts)  # a single-line request gets single-line drafts
+
+
+def test_the_previous_sibling_is_a_template_on_an_empty_line():
+    text = "def f(paths):\n    for path in paths:\n        check(path)\n        \n    return paths\n"
+    cursor = text.index("        \n") + len("        ")
+    context, snapshot = context_at(text, cursor)
+    assert structure_draft(context, text, snapshot.tree) == "check(path)"
+    typed = text[:cursor] + "ch" + text[cursor:]
+    context, snapshot = context_at(typed, cursor + 2)
+    assert structure_draft(context, typed, snapshot.tree) == "eck(path)"  # what was typed starts it
+    # The same text found by the lookup and the structure is one draft, not two rows.
+    repeated = "items.append(load('a.txt'))\nitems.append(load('b.txt'))\n\nprint(items)\n"
+    context, snapshot = context_at(repeated, repeated.index("\n\nprint") + 1)
+    drafts = make_drafts(context, repeated, snapshot.tree)
+    assert [d.text for d in drafts].count("items.append(load('b.txt'))") == 1
+
+
+def test_drafts_come_only_from_the_documents_given():
+    text = "value = \n"
+    context, snapshot = context_at(text, len("value = "))
+    assert make_drafts(context, text, snapshot.tree) == ()
+    neighbour = "value = read_config('app.toml')\n"
+    [draft] = make_drafts(context, text, snapshot.tree, (neighbour,))
+    assert (draft.text, draft.kind) == ("read_config('app.toml')", "lookup")
+
+
+# ---- the engine's draft rows -----------------------------------------------------------------
+
+
+def test_draft_rows_are_seeded_sticky_and_batched_with_a_fresh_row(tiny_engine, monkeypatch):
+    seen = []
+    real = local_engine.denoise
+
+    def spy(model, cache, spec, *args, **kwargs):
+        seen.append(spec)
+        return real(model, cache, spec, *args, **kwargs)
+
+    monkeypatch.setattr(local_engine, "denoise", spy)
+    drafts = ("total + 1", "count(items)")
+    request = InfillRequest(
+        prefix="x = ", suffix=")\n", language="python", max_new_tokens=16, drafts=drafts,
+        draft_noise=0.0, anchor=")", max_steps=2,
+    )  # fmt: skip
+    result = tiny_engine.infill(request)
+    spec = seen[0]
+    assert spec.init.shape[0] == 3  # two draft rows and one fresh-noise row, in one batch
+    eos = min(tiny_engine.format.eos_ids)
+    for row, draft in enumerate(drafts):
+        tokens = tiny_engine.format.encode(draft) + [eos]
+        assert spec.init[row, : len(tokens)].tolist() == tokens  # draft_noise 0: the draft as it is
+        assert bool(spec.sticky[row, : len(tokens)].all()) and not bool(spec.sticky[row, len(tokens) :].any())
+        assert spec.guess[row, : len(tokens)].tolist() == tokens
+    assert not bool(spec.sticky[2].any())  # the fresh row is noise, and noise is not sticky
+    anchor = tiny_engine.format.encode(")")
+    assert bool(spec.fixed[:, -len(anchor) :].all())  # the anchor is fixed in every row, drafts too
+    assert {c.draft for c in result.candidates} <= {0, 1, None}
+    first = len(seen)
+    renoised = tiny_engine.infill(InfillRequest(prefix="x = ", drafts=drafts, draft_noise=1.0, max_steps=1))
+    assert renoised.candidates and not bool(seen[first].sticky.any())  # all renoised: nothing sticky
+
+
+def test_a_seed_canvas_and_drafts_exclude_each_other():
+    try:
+        InfillRequest(prefix="x", seed_canvas="y", drafts=("z",))
+    except ValueError as err:
+        assert "exclude" in str(err)
+    else:
+        raise AssertionError("accepted a seed canvas with drafts")
+
+
+# ---- through the real server -------------------------------------------------------------------
+
+
+async def test_the_server_runs_draft_rows_only_from_open_documents(tiny_model_dir, tmp_path):
+    on_disk = tmp_path / "never_opened.py"
+    on_disk.write_text("configure_logging = setup_handlers(level='debug', colour=True)\n")
+    options = {"threads": 1, "completion": {"latencyBudgetMs": 0, "maxSteps": 2}}
+    async with lsp_session(tiny_model_dir, options=options) as (client, _):
+        uri = (tmp_path / "main.py").as_uri()
+        text = "configure_logging = \n"
+        open_document(client, uri, text)
+        await inline(client, uri, 0, len("configure_logging = "))
+        stats = await client.protocol.send_request_async("dgemma/stats", {"reset": True})
+        assert stats.drafts.requests_with_drafts == 0  # the pattern is only in a file nobody opened
+        open_document(client, on_disk.as_uri(), on_disk.read_text())  # now the client opens it
+        open_document(client, (tmp_path / "tests.py").as_uri(), TESTS)
+        again = (tmp_path / "again.py").as_uri()  # the same context in main.py would be answered from memory
+        open_document(client, again, text)
+        await inline(client, again, 0, len("configure_logging = "))
+        await inline(client, (tmp_path / "tests.py").as_uri(), 7, len("    assert "))
+        stats = await client.protocol.send_request_async("dgemma/stats", {})
+        assert stats.drafts.requests_with_drafts == 2 and stats.drafts.draft_rows >= 2
+        assert sum(getattr(stats.sources, k, 0) for k in ("model", "lookup", "structure")) == 2
+        assert client.statuses[-1].lastSource in ("model", "lookup", "structure")
+
+
+async def test_the_budget_holds_with_drafts_and_a_closed_gate_offers_nothing(tiny_model_dir, tmp_path):
+    uri = (tmp_path / "tests.py").as_uri()
+    # A 1 ms budget: the sampler must stop after its first step, draft rows or not.
+    tight = {"threads": 1, "completion": {"latencyBudgetMs": 1, "maxSteps": 64}}
+    async with lsp_session(tiny_model_dir, options=tight) as (client, _):
+        open_document(client, uri, TESTS)
+        await inline(client, uri, 7, len("    assert "))
+        stats = await client.protocol.send_request_async("dgemma/stats", {})
+        assert stats.drafts.draft_rows >= 1
+        assert stats.stop_reasons.deadline == 1 and len(stats.stop_reasons) == 1 and stats.steps_mean == 1
+    closed = {
+        "threads": 1,
+        "completion": {"latencyBudgetMs": 0, "maxSteps": 2, "minMeanConfidencePercent": 100},
+    }
+    async with lsp_session(tiny_model_dir, options=closed) as (client, _):
+        open_document(client, uri, TESTS)
+        result = await inline(client, uri, 7, len("    assert "))
+        assert not result.items
+
+
+def test_sampler_is_still_deterministic_with_drafts(tiny_engine):
+    request = InfillRequest(prefix="x = ", drafts=("total + 1",), max_steps=3)
+    first, second = tiny_engine.infill(request), tiny_engine.infill(request)
+    assert [c.token_ids for c in first.candidates] == [c.token_ids for c in second.candidates]
+    assert torch.get_num_threads() >= 1
