@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmarks", metavar="DIR", help=f"benchmark data folder (or ${BENCHMARKS_ENV})")
     parser.add_argument("--no-execute", action="store_true", help="skip running tests (no pass@1)")
     parser.add_argument("--no-baseline", action="store_true", help="leave out the copy heuristic's row")
+    parser.add_argument("--no-drafts", action="store_true", help="turn the pipeline's drafts stage off")
+    parser.add_argument(
+        "--no-gates", action="store_true", help="ignore the model's calibrated confidence gates"
+    )
     parser.add_argument(
         "--calibrate", type=Path, metavar="OUT",
         help="choose the model's confidence gates on these rows and write them (calibration.json)",
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         options = EvalOptions(
             compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
+            drafts=not args.no_drafts, gates=not args.no_gates,
         )  # fmt: skip
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
         if args.calibrate:

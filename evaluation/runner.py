@@ -38,6 +38,8 @@ SPEED_TOKENS = (4, 64)
 class EvalOptions:
     compare_ar: bool = False
     copy_baseline: bool = True  # a row for the copy heuristic (no model) in every table
+    drafts: bool = True  # the pipeline's drafts stage (the server's default)
+    gates: bool = True  # the model's calibrated confidence gates, if it ships them (the server's default)
     max_steps: int | None = None  # None: the checkpoint's generation config decides
     budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
     execute: bool = True  # run the tests of executable benchmarks
@@ -138,7 +140,12 @@ class EvalReport:
 def server_options(options: EvalOptions, decoder: str) -> Options:
     """The server's default options, with what the evaluation was asked to change."""
     completion = CompletionOptions(
-        latency_budget_ms=options.budget_ms, max_steps=options.max_steps or 0, decoder=decoder
+        latency_budget_ms=options.budget_ms,
+        max_steps=options.max_steps or 0,
+        decoder=decoder,
+        drafts=options.drafts,
+        min_mean_confidence_percent=None if options.gates else 0,
+        min_line_confidence_percent=None if options.gates else 0,
     )
     return Options(completion=completion)
 

@@ -51,8 +51,14 @@ def execute(plan: Plan, engine: Engine, cancel: CancelToken | None = None) -> Co
     """Infill and post-process; when the best proposal breaks the parse, repair it once.
 
     What still breaks the parse after that is cut to its longest head that does not, or dropped.
-    Runs on the model worker: it blocks for the engine call.
+    No more proposals than the request asked for are kept: draft rows compete with the fresh ones
+    for those places. Runs on the model worker: it blocks for the engine call.
     """
+    completion = _infill_and_repair(plan, engine, cancel)
+    return replace(completion, proposals=completion.proposals[: plan.request.n_candidates])
+
+
+def _infill_and_repair(plan: Plan, engine: Engine, cancel: CancelToken | None) -> Completion:
     began = time.monotonic()
     request = replace(plan.request, cancel=cancel)
     completion = replace(finish(plan, engine.infill(request)), began=began)

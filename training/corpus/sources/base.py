@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from training.corpus.licenses import LicenseVerdict
+
 log = logging.getLogger(__name__)
 
 
@@ -33,6 +35,15 @@ class SourceInfo:
     skipped: str = ""  # why nothing was taken from it
     files: Counter[str] = field(default_factory=Counter)  # per language, kept files
     bytes: Counter[str] = field(default_factory=Counter)
+
+    def judged(self, verdict: LicenseVerdict) -> bool:
+        """Record a package's license verdict; True when its files may be used."""
+        self.license_evidence = verdict.reason
+        if not verdict.accepted:
+            self.skipped = f"license: {verdict.reason}"
+            return False
+        self.license = verdict.license or ""
+        return True
 
 
 Source = tuple[SourceInfo, Iterator[Candidate]]  # what the manifest says, and the files

@@ -63,11 +63,8 @@ def npm_files(name: str, cache: Path, offline: bool, langs: set[str]) -> Source:
         pkg = json.loads(tf.extractfile(meta).read()) if meta else {}  # type: ignore[union-attr]
     verdict = license_from_package_json(pkg)
     info.version = str(pkg.get("version", ""))
-    info.license_evidence = verdict.reason
-    if not verdict.accepted:
-        info.skipped = f"license: {verdict.reason}"
+    if not info.judged(verdict):
         return info, iter(())
-    info.license = verdict.license or ""
 
     def walk() -> Iterator[Candidate]:
         with tarfile.open(tgz) as tf:

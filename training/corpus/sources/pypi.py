@@ -52,11 +52,8 @@ def wheel_files(name: str, cache: Path, offline: bool, langs: set[str]) -> Sourc
     if verdict is None:
         info.skipped = "wheel without METADATA"
         return info, iter(())
-    info.license_evidence = verdict.reason
-    if not verdict.accepted:
-        info.skipped = f"license: {verdict.reason}"
+    if not info.judged(verdict):
         return info, iter(())
-    info.license = verdict.license or ""
 
     def walk() -> Iterator[Candidate]:
         with zipfile.ZipFile(wheel) as zf:
