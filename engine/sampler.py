@@ -85,10 +85,9 @@ def suppression_bias(vocab: int, suppressed: tuple[int, ...], device: torch.devi
 
 
 def temperature(settings: SamplerSettings, remaining: int) -> float:
-    """Linear from t_max at the first step to t_min at the last (remaining counts down N..1)."""
-    return settings.t_min + (settings.t_max - settings.t_min) * (remaining - 1) / max(
-        settings.max_steps - 1, 1
-    )
+    """t_min + (t_max - t_min) * remaining / N, remaining counting down N..1: transformers' schedule
+    (LinearTemperatureScheduleLogitsProcessor), so the released checkpoint samples as its reference does."""
+    return settings.t_min + (settings.t_max - settings.t_min) * remaining / settings.max_steps
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -188,7 +187,8 @@ def denoise(
             scaled[:, : spec.min_tokens, eos_ids] = _SUPPRESS
         forward_s += time.perf_counter() - forward_start
         steps += 1
-        log_probs = scaled.mul_(1.0 / temperature(settings, remaining)).log_softmax(dim=-1)
+        processed = scaled.mul_(1.0 / temperature(settings, remaining))  # what the reference samples from
+        log_probs = processed.log_softmax(dim=-1)
         probs = log_probs.exp()
         entropy = -(probs * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
         argmax = torch.where(fixed, spec.init, log_probs.max(dim=-1).indices)  # max: ~3x faster than argmax
@@ -205,7 +205,14 @@ def denoise(
         if bool(newly_done.any()):  # a row's confidence is read once, when it stops changing
             final_confidence[newly_done] = confidence_of(logits[newly_done], bias, final[newly_done])
         done |= newly_done
-        self_conditioning = logits
+        # The next step sees this step's processed logits, as in transformers' generate; a row that
+        # stopped keeps what it saw last.
+        processed = processed.to(logits.dtype)
+        self_conditioning = (
+            processed
+            if self_conditioning is None
+            else torch.where(live_row[..., None], processed, self_conditioning)
+        )
         if bool(done.all()):
             reason = "converged"
             break
@@ -217,9 +224,9 @@ def denoise(
         if deadline is not None and time.monotonic() + (time.perf_counter() - forward_start) >= deadline:
             reason = "deadline"
             break
-    if self_conditioning is not None and not bool(done.all()):
+    if steps and not bool(done.all()):  # the rows still moving: confidence from the last step's logits
         rows = ~done
-        final_confidence[rows] = confidence_of(self_conditioning[rows], bias, final[rows])
+        final_confidence[rows] = confidence_of(logits[rows], bias, final[rows])
     return CanvasOutcome(
         tokens=final, confidence=final_confidence, steps=steps, reason=reason, forward_ms=forward_s * 1000
     )

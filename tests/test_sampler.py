@@ -163,10 +163,11 @@ def test_entropy_bound_accepts_lowest_entropies_within_the_bound():
     assert accepted.tolist() == [[False, True, True, True, True]]
 
 
-def test_temperature_runs_from_t_max_to_t_min():
+def test_temperature_follows_the_reference_schedule():
+    # transformers' LinearTemperatureScheduleLogitsProcessor: t_min + (t_max - t_min) * remaining / N.
     settings = SamplerSettings(max_steps=5, t_max=0.8, t_min=0.4)
     assert temperature(settings, 5) == pytest.approx(0.8)
-    assert temperature(settings, 1) == pytest.approx(0.4)
+    assert temperature(settings, 1) == pytest.approx(0.4 + 0.4 / 5)
 
 
 def test_common_prefix_length():

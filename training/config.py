@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 
 OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
-    "self_conditioning_rate", "eos_tail_weight", "accumulate", "batch_size",
+    "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
 }  # fmt: skip
 
 
@@ -41,6 +41,9 @@ class TrainConfig:
     # training file (right, partly right or wrong) instead of the target: the model learns when to
     # keep a draft and when to rewrite it.
     draft_share: float = 0.0
+    # Self-conditioning on temperature-scaled logits (T drawn from the shipped sampler's range), as the
+    # sampler feeds them at inference (transformers' reference does the same); False: raw logits.
+    self_conditioning_scaled: bool = False
 
     def with_overrides(self, overrides: dict[str, str]) -> TrainConfig:
         """This config with objective fields changed (`--set`); the model's shape cannot change."""
@@ -49,7 +52,10 @@ class TrainConfig:
             if key not in OVERRIDABLE:
                 raise SystemExit(f"--set {key}: only {', '.join(sorted(OVERRIDABLE))} can change in a run")
             kind = type(getattr(self, key))
-            changes[key] = kind(float(text)) if kind in (int, float) else text
+            if kind is bool:
+                changes[key] = text.lower() in ("1", "true", "yes")
+            else:
+                changes[key] = kind(float(text)) if kind in (int, float) else text
         return replace(self, **changes)
 
     def to_json(self) -> str:

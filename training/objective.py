@@ -13,6 +13,7 @@ from engine.forward import denoise_logits, encode, lm_logits, new_cache
 from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import Document, Example, examples, load_documents
+from training.export import shipped_sampler_settings
 
 
 @dataclass
@@ -111,6 +112,12 @@ def losses(
     if noise_rate is None and torch.rand((), generator=gen).item() < cfg.self_conditioning_rate:
         with torch.no_grad():
             self_conditioning = denoise_logits(model, noised, cache, positions, mask).detach()
+        if cfg.self_conditioning_scaled:
+            shipped = shipped_sampler_settings()
+            low, high = shipped.t_min, shipped.t_max
+            self_conditioning = self_conditioning / (
+                low + (high - low) * torch.rand((), generator=gen).item()
+            )
     logits = denoise_logits(model, noised, cache, positions, mask, self_conditioning)  # [B, C, V]
     per_position = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none")
     weights = canvas_weights(target, model.config.get_text_config().eos_token_id, cfg.eos_tail_weight)
