@@ -28,6 +28,7 @@ from engine import Engine, InfillResult
 from evaluation.benchmarks import Benchmark, Item
 from evaluation.metrics import edit_similarity
 from evaluation.runner import EditorView
+from training.progress import progress
 
 ACCEPTED_SIMILARITY = 0.7
 PRECISION_GOAL = 0.6
@@ -61,7 +62,7 @@ def decode_rows(engine: Engine, items: Sequence[Item], budget_ms: int | None) ->
         latency_budget_ms=budget_ms, min_mean_confidence_percent=0, min_line_confidence_percent=0
     )
     rows = []
-    for item in items:
+    for item in progress(items, len(items), "calibration rows"):
         view = EditorView.of(item)
         snapshot = standalone(view.text, item.language, registry).snapshot()
         engine.reset_cache()

@@ -25,6 +25,7 @@ from evaluation.baselines import copy_completion
 from evaluation.benchmarks import Benchmark, Item
 from evaluation.execute import DEFAULT_TIMEOUT_S, check_program, network_block
 from evaluation.metrics import edit_similarity, exact_match, mean, percentile
+from training.progress import progress
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ def run_eval(
     if items and options.warmup:  # the first call pays one-time costs: not part of any row
         for server in chosen.values():
             score_row(engine, items[0], benchmark, server, replace(options, execute=False), registry)
-    for number, item in enumerate(items, 1):
+    for item in progress(items, len(items), benchmark.name):
         scored = {
             name: score_row(engine, item, benchmark, server, options, registry)
             for name, server in chosen.items()
@@ -242,8 +243,6 @@ def run_eval(
         report.rows.append(
             RowResult(item.id, getattr(item, "kind", ""), EditorView.of(item).reference, scored)
         )
-        if number % 10 == 0 or number == len(items):
-            logger.info("%d/%d rows", number, len(items))
     report.summaries = [
         summarize(name, report.rows) for name in [*chosen, *([COPY] if options.copy_baseline else [])]
     ]

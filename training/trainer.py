@@ -165,6 +165,20 @@ def update_ema(ema: dict[str, torch.Tensor], model, decay: float) -> None:
             ema[name].mul_(decay).add_(value.float(), alpha=1 - decay)
 
 
+def time_left(
+    session: Session, progress: dict, started_step: int, deadline: float, rate: float, step_s: float
+) -> str:
+    """When the run will stop, if it has a limit: the soonest of tokens, steps and hours."""
+    left = []
+    if session.max_tokens and rate > 0:
+        left.append((session.max_tokens - progress["tokens"]) / rate)
+    if session.steps:
+        left.append((started_step + session.steps - progress["step"]) * step_s)
+    if deadline != math.inf:
+        left.append(deadline - time.monotonic())
+    return f", {max(0.0, min(left)) / 60:.0f} min left" if left else ""
+
+
 def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     cfg, from_snapshot = open_run(run, new_config, session.from_snapshot, session.overrides)
     device = session.device
@@ -227,9 +241,10 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
             rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
             logger.info(
                 "step %d diff %.3f ar %.3f canvas weight %.2f lr %.2e %.0f ms/step %.0f tok/s seen %.1fM tok "
-                "%.2f h %.2f cpu h",
+                "%.2f h %.2f cpu h%s",
                 progress["step"], d, a, weight, rate, s * 1000, t / s,
                 progress["tokens"] / 1e6, progress["seconds"] / 3600, progress["cpu_seconds"] / 3600,
+                time_left(session, progress, started_step, deadline, t / s, s),
             )  # fmt: skip
             window.clear()
         if time.monotonic() - last_save > session.save_every_min * 60:

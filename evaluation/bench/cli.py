@@ -15,6 +15,7 @@ from pathlib import Path
 from dgemma_lsp.runtime.stats import percentile
 from evaluation.bench.driver import BenchClient, SessionLog
 from evaluation.bench.scripts import Pace, big_file, load_scripts
+from training.progress import progress
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,7 +63,7 @@ async def run(args: argparse.Namespace) -> dict:
         await bench.stats(reset=True)
 
         logs: list[SessionLog] = []
-        for script in scripts:
+        for script in progress(scripts, len(scripts), "typing sessions", "session"):
             logs.append(await bench.run(script, pace, rng, keys))
         server = await bench.stats(reset=True)
         await bench.run(big_file(scripts[0]), pace, rng, keys)

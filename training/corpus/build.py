@@ -21,6 +21,7 @@ from training.corpus.sources.debian_source import debian_source_files
 from training.corpus.sources.npm import npm_files
 from training.corpus.sources.pypi import wheel_files
 from training.corpus.sources.stdlib import stdlib_files
+from training.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,8 @@ def build(cfg: BuildConfig) -> dict[str, object]:
     cfg.out.mkdir(parents=True, exist_ok=True)
     pipe = Pipeline(cfg, index)
     infos: list[SourceInfo] = []
-    for info, candidates in iter_sources(cfg):
+    sources = 1 + len(cfg.pypi) + len(cfg.npm) + len(cfg.debian)
+    for info, candidates in progress(iter_sources(cfg), sources, "corpus sources", "source"):
         infos.append(info)
         for cand in candidates:
             if cand.language in cfg.langs:
