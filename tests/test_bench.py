@@ -33,8 +33,20 @@ def test_big_file_has_five_thousand_lines_and_types_in_its_middle():
 
 
 def test_a_short_benchmark_run_reports_every_figure(tiny_model_dir, tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    code = main(["--model", str(tiny_model_dir), "--scripts", "1", "--keys", "4", "--json", str(out)])
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    argv = [
+        "--model",
+        str(tiny_model_dir),
+        "--scripts",
+        "1",
+        "--keys",
+        "4",
+        "--json",
+        str(out),
+        "--plot",
+        str(png),
+    ]
+    code = main(argv)
     assert code == 0
     figures = json.loads(out.read_text())
     for key in ("p50_ms", "p95_ms"):
@@ -44,3 +56,5 @@ def test_a_short_benchmark_run_reports_every_figure(tiny_model_dir, tmp_path, ca
     assert figures["tokens_per_forward"] > 0 and 0 <= figures["prompt_reuse"] <= 1
     assert figures["peak_rss_mb"] > 50 and figures["first_completion_s"] > 0
     assert "single-line latency" in capsys.readouterr().out
+    assert sum(n for _, n in figures["steps"]) >= 1 and len(figures["latencies_ms"]["single_line"]) >= 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000  # a picture

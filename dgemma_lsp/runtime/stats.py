@@ -118,6 +118,9 @@ class Stats:
                 "p95_ms": percentile([r.overhead_ms for r in records], 95),
             },
             "steps_mean": sum(r.steps for r in model) / len(model) if model else None,
+            "steps": [
+                [steps, n] for steps, n in sorted(Counter(r.steps for r in model).items())
+            ],  # histogram
             "tokens_per_forward": sum(r.tokens_per_forward for r in model) / len(model) if model else None,
             "prompt_reuse": sum(r.reused_prompt_tokens for r in model) / prompt if prompt else None,
             "prompt_tokens": prompt,

@@ -27,6 +27,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scripts", type=int, default=0, help="use only the first N scripts (0: --quick decides)")
     p.add_argument("--keys", type=int, default=0, help="type at most K keys per segment (0: --quick decides)")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument(
+        "--plot", type=Path, metavar="OUT.png", help="latency histograms by mode and steps, as a PNG"
+    )
     return p
 
 
@@ -91,6 +94,11 @@ async def run(args: argparse.Namespace) -> dict:
         "overhead": server["overhead"],
         "overhead_5000_lines": server_big["overhead"],
         "steps_mean": server["steps_mean"],
+        "steps": server["steps"],
+        "latencies_ms": {
+            mode: [round(s.latency_ms, 2) for s in answered if s.multi_line == (mode == "multi_line")]
+            for mode in ("single_line", "multi_line")
+        },
         "tokens_per_forward": server["tokens_per_forward"],
         "prompt_reuse": server["prompt_reuse"],
         "sources": server["sources"],
@@ -135,4 +143,8 @@ def main(argv: list[str]) -> int:
     print(table(figures))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
+    if args.plot:
+        from evaluation.bench.plot import plot
+
+        plot(figures, args.plot)
     return 0
