@@ -17,6 +17,14 @@ from engine.api import (
 )
 
 
+def preload() -> None:
+    """Import what loading a local model needs (torch, the transformers model class): seconds of work
+    a server can do while its client starts up."""
+    from engine.loading import import_model_libraries
+
+    import_model_libraries()
+
+
 def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
     """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL."""
     from engine.loading import load_engine as _load
@@ -35,4 +43,5 @@ __all__ = [
     "InfillResult",
     "Timings",
     "load_engine",
+    "preload",
 ]

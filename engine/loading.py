@@ -129,6 +129,12 @@ def load_engine(spec: str = "default", device: str = "auto", threads: int | None
     return _load_local(resolved, pick_device(device), threads)
 
 
+def import_model_libraries() -> None:
+    from transformers import DiffusionGemmaForBlockDiffusion  # noqa: F401 - the modeling module
+
+    import engine.local_engine  # noqa: F401 - torch, transformers' cache classes
+
+
 def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Engine:
     import torch
     from safetensors import SafetensorError
