@@ -1,7 +1,8 @@
 """What the server measured about its own answers, for `dgemma/stats` and the benchmark.
 
 One small record per answered completion, in a bounded ring, summarised on demand: latencies by
-mode, the server's overhead (its time minus the model's forward passes), where answers came from,
+mode, the server's overhead (its time outside the engine and the worker queue), the engine's own
+work outside the model's forward passes (tokenizing, the sampler's math), where answers came from,
 denoising steps, tokens per forward pass and the share of prompt tokens whose KV was reused.
 """
 
@@ -25,6 +26,7 @@ class Record:
     multi_line: bool
     server_ms: float  # handler entry to answer
     forward_ms: float  # inside model forward passes (0 when the model did not run for it)
+    engine_ms: float  # the engine call, forward passes included
     steps: int
     tokens_per_forward: float
     prompt_tokens: int
@@ -35,7 +37,13 @@ class Record:
 
     @property
     def overhead_ms(self) -> float:
-        return max(0.0, self.server_ms - self.forward_ms - self.queued_ms)
+        """The server's own time: planning, drafts, post-processing, repair checks, the protocol."""
+        return max(0.0, self.server_ms - self.engine_ms - self.queued_ms)
+
+    @property
+    def sampler_ms(self) -> float:
+        """The engine's time outside forward passes: the sampler's math, tokenizing, bookkeeping."""
+        return max(0.0, self.engine_ms - self.forward_ms)
 
 
 def record(
@@ -47,7 +55,7 @@ def record(
     drafts: int = 0,
 ) -> Record:
     if result is None:
-        return Record(source, multi_line, server_ms, 0.0, 0, 0.0, 0, 0, "reused")
+        return Record(source, multi_line, server_ms, 0.0, 0.0, 0, 0.0, 0, 0, "reused")
     return Record(
         queued_ms=queued_ms,
         drafts=drafts,
@@ -55,6 +63,7 @@ def record(
         multi_line=multi_line,
         server_ms=server_ms,
         forward_ms=result.timings.forward_ms,
+        engine_ms=result.timings.total_ms,
         steps=result.steps,
         tokens_per_forward=result.tokens_per_forward,
         prompt_tokens=result.prompt_tokens,
@@ -113,6 +122,10 @@ class Stats:
             "sources": dict(Counter(r.source for r in records)),
             "single_line": _latency([r.server_ms for r in records if not r.multi_line]),
             "multi_line": _latency([r.server_ms for r in records if r.multi_line]),
+            "sampler": {  # the engine outside forward passes, for answers the model computed
+                "p50_ms": percentile([r.sampler_ms for r in model], 50),
+                "p95_ms": percentile([r.sampler_ms for r in model], 95),
+            },
             "overhead": {
                 "p50_ms": percentile([r.overhead_ms for r in records], 50),
                 "p95_ms": percentile([r.overhead_ms for r in records], 95),

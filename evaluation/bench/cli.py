@@ -92,6 +92,7 @@ async def run(args: argparse.Namespace) -> dict:
         "single_line": latency(samples, multi_line=False),
         "multi_line": latency(samples, multi_line=True),
         "overhead": server["overhead"],
+        "sampler": server["sampler"],
         "overhead_5000_lines": server_big["overhead"],
         "steps_mean": server["steps_mean"],
         "steps": server["steps"],
@@ -118,13 +119,17 @@ def _percentiles(block: dict) -> str:
 
 
 def table(figures: dict) -> str:
-    overhead, big = figures["overhead"], figures["overhead_5000_lines"]
+    overhead, big, sampler = figures["overhead"], figures["overhead_5000_lines"], figures["sampler"]
     reuse = figures["prompt_reuse"]
     rows = [
         ("single-line latency p50 / p95 / p99 ms", _percentiles(figures["single_line"])),
         ("multi-line latency p50 / p95 / p99 ms", _percentiles(figures["multi_line"])),
         ("requests cancelled or superseded", f"{figures['cancelled_share']:.0%} of {figures['requests']}"),
         ("server overhead p50 / p95 ms", f"{_ms(overhead['p50_ms'])} / {_ms(overhead['p95_ms'])}"),
+        (
+            "engine outside forward passes p50 / p95 ms",
+            f"{_ms(sampler['p50_ms'])} / {_ms(sampler['p95_ms'])}",
+        ),
         ("  on a 5,000-line file", f"{_ms(big['p50_ms'])} / {_ms(big['p95_ms'])}"),
         ("denoising steps (mean)", _ms(figures["steps_mean"])),
         ("tokens per forward pass", _ms(figures["tokens_per_forward"])),
