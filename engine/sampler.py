@@ -91,10 +91,20 @@ def temperature(settings: SamplerSettings, remaining: int) -> float:
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per position from `probs` ([B, C, V]) by inverse CDF (cheaper on CPU than multinomial)."""
-    draw = torch.rand(*probs.shape[:2], 1, generator=generator, device=probs.device)
+    """One token per row of `probs` ([..., V]) by inverse CDF (cheaper on CPU than multinomial)."""
+    draw = torch.rand(*probs.shape[:-1], 1, generator=generator, device=probs.device)
     index = torch.searchsorted(probs.cumsum(dim=-1), draw).squeeze(-1)
-    return index.clamp_(max=probs.shape[-1] - 1)  # [B, C]
+    return index.clamp_(max=probs.shape[-1] - 1)  # [...]
+
+
+def sample_where(
+    probs: torch.Tensor, where: torch.Tensor, fallback: torch.Tensor, generator: torch.Generator
+):
+    """Tokens sampled from `probs` ([B, C, V]) at the `where` positions ([B, C] bool), `fallback` elsewhere:
+    only the positions that are kept pay for a cumulative sum over the vocabulary."""
+    out = fallback.clone()
+    out[where] = sample(probs[where], generator)
+    return out  # [B, C]
 
 
 def confidence_of(logits: torch.Tensor, bias: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -196,7 +206,7 @@ def denoise(
         noise = noise_canvas(batch, length, vocab, generator)
         if spec.sticky is not None:
             noise = torch.where(spec.sticky, spec.init, noise)
-        next_canvas = torch.where(fixed, spec.init, torch.where(accepted, sample(probs, generator), noise))
+        next_canvas = torch.where(fixed, spec.init, sample_where(probs, accepted & ~fixed, noise, generator))
         # Rows that already converged keep what they had; the others move on.
         live_row = ~done[:, None]
         final = torch.where(live_row, argmax, final)
