@@ -15,8 +15,8 @@ from tree_sitter import Node, Tree
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations, cut_before_suffix
 
-MAX_DRAFTS = 3
-LOOKUP_DRAFTS = 2
+MAX_DRAFTS = 2  # each draft is a canvas row: a step over 3 rows costs about twice one over 1
+LOOKUP_DRAFTS = 1
 _CONTAINERS = {
     "module", "program", "source_file", "translation_unit", "chunk", "block", "statement_block",
     "compound_statement", "class_body", "declaration_list", "field_declaration_list", "body",
