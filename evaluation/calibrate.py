@@ -27,10 +27,9 @@ from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import Engine, InfillResult
 from evaluation.benchmarks import Benchmark, Item
 from evaluation.metrics import edit_similarity
-from evaluation.runner import EditorView
+from evaluation.runner import ACCEPTED_SIMILARITY, EditorView
 from training.progress import progress
 
-ACCEPTED_SIMILARITY = 0.7
 PRECISION_GOAL = 0.6
 MIN_OFFERED = 5  # a precision over fewer offered completions says nothing
 GRID = tuple(range(0, 100, 5))

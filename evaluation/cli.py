@@ -128,19 +128,21 @@ def format_table(report) -> str:
     title = report.benchmark + (f" ({report.language})" if report.language else "")
     lines = [
         f"{title}: model {model['name']} on {model['device']} ({model['dtype']}), the server's pipeline",
-        f"{'decoder':<15} {'n':>5} {'exact':>7} {'edit sim':>8} {'offered':>7} {'pass@1':>7} {'steps':>6} "
-        f"{'tok/fwd':>7} {'p50 ms':>8} {'p95 ms':>8}",
+        f"{'decoder':<15} {'n':>5} {'exact':>7} {'edit sim':>8} {'offered':>7} {'precise':>7} {'pass@1':>7} "
+        f"{'steps':>6} {'tok/fwd':>7} {'p50 ms':>8} {'p95 ms':>8}",
     ]
     for s in report.summaries:
         lines.append(
             f"{s.decoder:<15} {s.n:>5} {_cell(s.exact_match, '.1%', 7)} {_cell(s.edit_similarity, '.3f', 8)} "
-            f"{_cell(s.offered, '.0%', 7)} {_cell(s.pass_at_1, '.1%', 7)} {_cell(s.steps, '.1f', 6)} "
+            f"{_cell(s.offered, '.0%', 7)} {_cell(s.precision, '.0%', 7)} {_cell(s.pass_at_1, '.1%', 7)} "
+            f"{_cell(s.steps, '.1f', 6)} "
             f"{_cell(s.tokens_per_forward, '.2f', 7)} {_cell(s.p50_ms, '.0f', 8)} {_cell(s.p95_ms, '.0f', 8)}"
         )
         for kind, f in s.by_kind.items():
             lines.append(
                 f"  {kind:<13} {f['n']:>5} {_cell(f['exact_match'], '.1%', 7)} "
-                f"{_cell(f['edit_similarity'], '.3f', 8)} {_cell(f['offered'], '.0%', 7)}"
+                f"{_cell(f['edit_similarity'], '.3f', 8)} {_cell(f['offered'], '.0%', 7)} "
+                f"{_cell(f['precision'], '.0%', 7)}"
             )
     speed = report.speed
     if speed is not None:

@@ -33,6 +33,7 @@ DIFFUSION, AUTOREGRESSIVE, COPY = "diffusion", "autoregressive", "copy"
 # The completion lengths the speed comparison looks at: long enough for decoding to dominate,
 # short enough to be what an editor asks for.
 SPEED_TOKENS = (4, 64)
+ACCEPTED_SIMILARITY = 0.7  # a completion this close to the truth is one a user would take and touch up
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Summary:
     exact_match: float | None
     edit_similarity: float | None
     offered: float | None  # share of rows where the editor showed something
+    precision: float | None  # among offered rows, the share within edit similarity 0.7 of the truth
     pass_at_1: float | None  # None: the benchmark is not executed
     steps: float | None
     tokens_per_forward: float | None
@@ -252,11 +254,14 @@ def run_eval(
 
 
 def _figures(done: list[Scored]) -> dict[str, float | int | None]:
+    offered = [c for c in done if c.offered]
     return {
         "n": len(done),
         "exact_match": mean([float(c.exact) for c in done]),
         "edit_similarity": mean([c.edit_similarity for c in done]),
         "offered": mean([float(c.offered) for c in done]),
+        # Among what the editor showed: the share a user would accept (close to the truth).
+        "precision": mean([float(c.edit_similarity >= ACCEPTED_SIMILARITY) for c in offered]),
     }
 
 
@@ -272,6 +277,7 @@ def summarize(decoder: str, rows: Sequence[RowResult]) -> Summary:
         exact_match=figures["exact_match"],
         edit_similarity=figures["edit_similarity"],
         offered=figures["offered"],
+        precision=figures["precision"],
         pass_at_1=mean([float(p) for p in executed]) if executed else None,
         steps=mean([float(c.steps) for c in done]),
         tokens_per_forward=mean([c.tokens_per_forward for c in done]),
