@@ -138,6 +138,14 @@ def format_table(report) -> str:
             f"{_cell(s.steps, '.1f', 6)} "
             f"{_cell(s.tokens_per_forward, '.2f', 7)} {_cell(s.p50_ms, '.0f', 8)} {_cell(s.p95_ms, '.0f', 8)}"
         )
+        if len(s.shown_by_origin) > 1:
+            lines.append(
+                "  shown from: "
+                + ", ".join(
+                    f"{o} {n} (steps {_cell(s.steps_by_origin[o], '.1f')})"
+                    for o, n in s.shown_by_origin.items()
+                )
+            )
         for kind, f in s.by_kind.items():
             lines.append(
                 f"  {kind:<13} {f['n']:>5} {_cell(f['exact_match'], '.1%', 7)} "

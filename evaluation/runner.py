@@ -76,6 +76,7 @@ class Scored:
 
     text: str  # the first proposal the editor shows ("" when it shows none)
     offered: bool  # the editor showed something
+    origin: str  # the row the shown proposal came from: model (fresh noise), lookup or structure (drafts)
     mode: str  # single_line, multi_line or block, as the server decided
     tokens: int  # tokens the engine emitted for it, EOS excluded
     stop_reason: str
@@ -111,6 +112,9 @@ class Summary:
     p50_ms: float | None
     p95_ms: float | None
     by_kind: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+    # Denoising steps by the row whose proposal was shown: a right draft should settle in few.
+    steps_by_origin: dict[str, float | None] = field(default_factory=dict)
+    shown_by_origin: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ def score_row(
     return Scored(
         text=text,
         offered=bool(completion.proposals),
+        origin=completion.proposals[0].origin if completion.proposals else "",
         mode=completion.context.mode,
         tokens=len(result.candidates[0].token_ids) if result.candidates else 0,
         stop_reason=result.stop_reason,
@@ -201,6 +206,7 @@ def score_copy(item: Item, benchmark: Benchmark, eval_options: EvalOptions) -> S
     return Scored(
         text=text,
         offered=bool(text.strip()),
+        origin="copy",
         mode="",
         tokens=0,
         stop_reason="",
@@ -270,6 +276,7 @@ def summarize(decoder: str, rows: Sequence[RowResult]) -> Summary:
     executed = [c.passed for c in done if c.passed is not None]
     latencies = [c.latency_ms for c in done]
     kinds = sorted({row.kind for row in rows if row.kind})
+    origins = sorted({c.origin for c in done if c.origin})
     figures = _figures(done)
     return Summary(
         decoder=decoder,
@@ -284,6 +291,8 @@ def summarize(decoder: str, rows: Sequence[RowResult]) -> Summary:
         p50_ms=percentile(latencies, 50),
         p95_ms=percentile(latencies, 95),
         by_kind={kind: _figures([r.completions[decoder] for r in rows if r.kind == kind]) for kind in kinds},
+        steps_by_origin={o: mean([float(c.steps) for c in done if c.origin == o]) for o in origins},
+        shown_by_origin={o: sum(1 for c in done if c.origin == o) for o in origins},
     )
 
 
