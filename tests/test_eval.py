@@ -277,7 +277,8 @@ def test_ar_decoding_with_the_kv_cache_matches_recomputing_everything(tiny_model
 # ---- the CLI end to end --------------------------------------------------------------------------
 
 COMPLETION_KEYS = {
-    "text", "offered", "origin", "mode", "tokens", "stop_reason", "exact", "edit_similarity", "passed", "execution",
+    "text", "offered", "origin", "mode", "tokens", "stop_reason", "exact", "edit_similarity", "passed",
+    "execution",
     "steps", "tokens_per_forward", "latency_ms", "engine_ms",
 }  # fmt: skip
 

@@ -67,5 +67,46 @@ def test_card_quotes_training_data_and_eval_files(tiny_model_dir, tmp_path):
     text = (model / "MODEL_CARD.md").read_text()
     assert "Steps: 1,234; tokens read by the encoder: 5,600,000" in text and "2.00 hours" in text
     assert "| python | 10 | 3 | MIT 2, PSF-2.0 1 |" in text
-    assert "| santacoder-fim (py) | diffusion | 300 | 20.0% | 0.55 | - | 4.50 | 41 | 90 |" in text
+    assert "| santacoder-fim (py) | diffusion | 300 | 20.0% | 0.55 | - | - | - | 4.50 | 41 | 90 |" in text
     assert "2.50x" in text and "`dgemma-lsp eval santacoder-fim --limit 300` -> `eval.json`" in text
+
+
+def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    config = {
+        "shape": "tiny", "batch_size": 16, "prompt_budgets": [128], "canvas_lengths": [16, 32], "lr": 0.002,
+        "ar_weight": 0.5, "self_conditioning_rate": 0.5, "min_noise": 0.02, "ema_decay": 0.999, "bf16": True,
+        "optimizer": "muon", "canvas_weight": 1.0, "canvas_from_tokens": 20_000_000,
+        "canvas_ramp_tokens": 1_000_000, "draft_share": 0.3, "self_conditioning_scaled": True,
+    }  # fmt: skip
+    training = {
+        "step": 9000,
+        "tokens": 26_000_000,
+        "seconds": 18000,
+        "cpu_seconds": 30000,
+        "canvas_tokens": 5,
+    }
+    (model / "training.json").write_text(json.dumps(training | {"config": config}))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    languages = {
+        "python": {"files": {"train": 1}, "bytes": {"train": 1e6}, "licenses": {"MIT": {"bytes": 1e6}}}
+    }
+    (corpus / "MANIFEST.json").write_text(json.dumps({"languages": languages}))
+    rows = [
+        {"tokens": t, "seconds": t / 1000, "cpu_seconds": t / 800, "ar": 5 - t / 1e7, "canvas": 6.0}
+        for t in (1e6, 2e7)
+    ]
+    curve = tmp_path / "valid.jsonl"
+    curve.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert main(["--model", str(model), "--corpus", str(corpus), "--curve", str(curve)]) == 0
+    text = (model / "MODEL_CARD.md").read_text()
+    assert (model / "training-curve.png").read_bytes()[:4] == b"\x89PNG" and "![validation loss" in text
+    assert (
+        "AR-first curriculum" in text
+        and "first 20,000,000 tokens" in text
+        and "30% of first canvases" in text
+    )
+    assert "Muon" in text and "bf16 autocast" in text and "8.33 CPU hours" in text
+    assert text.index("## Training curve") < text.index("## Data")

@@ -116,7 +116,9 @@ def test_stats_summarise_latency_sources_and_prompt_reuse():
         and summary["prompt_tokens"] == 20
         and summary["reused_prompt_tokens"] == 18
     )
-    assert summary["overhead"]["p50_ms"] == 42.0  # server time outside the 3 ms engine call: 50 - 3 - 5 queued
+    assert (
+        summary["overhead"]["p50_ms"] == 42.0
+    )  # the server's time outside the 3 ms engine call and 5 queued
     assert summary["sampler"]["p50_ms"] == 0.5  # the engine's 3 ms minus its 2.5 ms of forward passes
     stats.reset()
     assert stats.summary(superseded=0)["answered"] == 0

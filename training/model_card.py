@@ -20,10 +20,51 @@ def _number(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def objective(config: dict) -> str:
+    """What the steps optimized, read from the run's config (older runs lack the newer fields)."""
+    canvas_from = config.get("canvas_from_tokens", 0)
+    ramp = config.get("canvas_ramp_tokens", 0)
+    weight = config.get("canvas_weight", 1.0)
+    phases = (
+        f"next-token loss only for the first {canvas_from:,} tokens (an AR-first curriculum: the encoder "
+        f"read every position causally, the decoder did not run), then the canvas loss ramped in over "
+        f"{ramp:,} tokens to weight {weight}"
+        if canvas_from
+        else f"the canvas loss (weight {weight}) from the start"
+    )
+    drafts = config.get("draft_share", 0.0)
+    draft_part = (
+        f"; {drafts:.0%} of first canvases started from the server's own lookup draft on the file (right, "
+        "partly right or wrong), so the model learned when to keep one"
+        if drafts
+        else ""
+    )
+    scaled = (
+        ", on temperature-scaled logits as the sampler feeds them"
+        if config.get("self_conditioning_scaled")
+        else ""
+    )
+    return (
+        f"- Objective: {phases}, beside a next-token loss on the encoder (weight {config['ar_weight']}). "
+        "The canvas loss: uniform-state block diffusion on fill-in-the-middle spans shaped like editor "
+        "completions (rest of a line, whole lines, a block body, inside brackets, random spans), "
+        f"noise rate U({config['min_noise']}, 1), loss on every canvas position, self-conditioning on "
+        f"{config['self_conditioning_rate']:.0%} of steps{scaled}{draft_part}."
+    )
+
+
 def training_section(training: dict) -> str:
     config = training["config"]
     shape = shape_by_name(config["shape"])
     hours = training["seconds"] / 3600
+    cpu = training.get("cpu_seconds")
+    compute = f"{hours:.2f} hours" + (f" ({cpu / 3600:.2f} CPU hours)" if cpu else "")
+    precision = "bf16 autocast, fp32 master weights" if config.get("bf16") else "fp32"
+    optimizer = (
+        "Muon on the hidden matrices (experts too), AdamW on the embedding, norms and router"
+        if config.get("optimizer") == "muon"
+        else "AdamW"
+    )
     return "\n".join(
         [
             "## Training",
@@ -33,15 +74,10 @@ def training_section(training: dict) -> str:
             f"(top {shape.top_k_experts}), vocabulary {shape.vocab_size}, canvas {shape.canvas_length}.",
             f"- Steps: {training['step']:,}; tokens read by the encoder: {training['tokens']:,}; "
             f"canvas tokens denoised: {training['canvas_tokens']:,}.",
-            f"- Compute: {hours:.2f} hours on a 2-core x86-64 CPU shared with other work, fp32.",
-            "- Objective: uniform-state block diffusion on fill-in-the-middle spans shaped like editor "
-            "completions (rest of a line, whole lines, a block body, inside brackets, random spans), "
-            f"noise rate U({config['min_noise']}, 1), loss on every canvas position, self-conditioning "
-            f"on {config['self_conditioning_rate']:.0%} of steps, and a next-token loss on the encoder "
-            f"(weight {config['ar_weight']}).",
+            f"- Compute: {compute} on a 2-core x86-64 CPU shared with other work, {precision}.",
+            objective(config),
             f"- Batch {config['batch_size']}, prompt budgets {config['prompt_budgets']} tokens, canvas "
-            f"lengths {config['canvas_lengths']}, AdamW lr {config['lr']}, EMA {config['ema_decay']}; "
-            f"{_schedule(training)}",
+            f"lengths {config['canvas_lengths']}, {optimizer}, lr {config['lr']}; {_schedule(training)}",
             "- Prompt layout: `<|lang|> <|fim_suffix|> suffix <|fim_prefix|> prefix <|fim_middle|>`, "
             "then the canvas: typing only changes the end of the prompt, so its KV cache is reused.",
         ]
@@ -87,6 +123,8 @@ def _row(name: str, s: dict) -> str:
         str(s["n"]),
         _percent(s["exact_match"]),
         _number(s["edit_similarity"]),
+        _percent(s.get("offered")),
+        _percent(s.get("precision")),
         _percent(s["pass_at_1"]),
         _number(s["tokens_per_forward"]),
         _number(s["p50_ms"], 0),
@@ -99,8 +137,14 @@ def eval_section(runs: list[dict], paths: list[str]) -> str:
     lines = [
         "## Evaluation",
         "",
-        "| benchmark | decoder | rows | exact | edit sim. | pass@1 | tokens/forward | p50 ms | p95 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "Every figure comes from the server's own pipeline (`dgemma-lsp eval`: context, drafts, latency "
+        "budget, repair, post-processing); `copy` is the no-model baseline (what followed the longest "
+        "earlier match of the text before the cursor). Offered: rows where the editor showed something; "
+        "precise: the share of those within edit similarity 0.7 of the truth.",
+        "",
+        "| benchmark | decoder | rows | exact | edit sim. | offered | precise | pass@1 | tokens/forward | p50 ms "
+        "| p95 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     speeds, commands = [], []
     for run, path in zip(runs, paths, strict=True):
@@ -110,7 +154,8 @@ def eval_section(runs: list[dict], paths: list[str]) -> str:
         if speed.get("ratio") is not None:
             speeds.append(
                 f"- {name}: diffusion {speed['diffusion_tokens_per_s']:.1f} tokens/s, autoregressive "
-                f"{speed['autoregressive_tokens_per_s']:.1f} ({speed['rows']} rows with 16-64 token "
+                f"{speed['autoregressive_tokens_per_s']:.1f} ({speed['rows']} rows with "
+                f"{speed.get('min_tokens', 16)}-{speed.get('max_tokens', 64)} token "
                 f"completions): {speed['ratio']:.2f}x"
             )
         commands.append(
@@ -151,6 +196,39 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
     return "\n\n".join(sections) + "\n"
 
 
+def curve_section(model: Path, validation: list[dict]) -> str:
+    """The validation losses against tokens and CPU hours, drawn to training-curve.png beside the card."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tokens = [row["tokens"] / 1e6 for row in validation]
+    hours = [row.get("cpu_seconds", row["seconds"]) / 3600 for row in validation]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+    for ax, x, label in ((axes[0], tokens, "training tokens (millions)"), (axes[1], hours, "CPU hours")):
+        ax.plot(x, [row["ar"] for row in validation], marker=".", label="next-token (AR) loss")
+        ax.plot(x, [row["canvas"] for row in validation], marker=".", label="canvas (diffusion) loss")
+        ax.set(xlabel=label, ylabel="validation loss, nats/token")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("Validation loss on held-out Python (fixed batches, the corpus' valid split)")
+    fig.savefig(model / "training-curve.png", dpi=100)
+    plt.close(fig)
+    last = validation[-1]
+    return "\n".join(
+        [
+            "## Training curve",
+            "",
+            "![validation loss against tokens and CPU hours](training-curve.png)",
+            "",
+            f"Last point: {last['tokens']:,} tokens, AR loss {last['ar']:.3f}, "
+            f"canvas loss {last['canvas']:.3f} "
+            "(the run's valid.jsonl; the validation batches are the same for every run).",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m training.model_card", description=__doc__.split("\n\n")[0]
@@ -159,10 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--eval", action="append", default=[], help="a `dgemma-lsp eval --json` output")
     parser.add_argument("--languages", default="python")
+    parser.add_argument("--curve", type=Path, help="the run's valid.jsonl: draw the training curve")
     args = parser.parse_args(argv)
     manifest = json.loads((args.corpus / "MANIFEST.json").read_text())
     runs = [json.loads(Path(p).read_text()) for p in args.eval]
     text = card(args.model, manifest, runs, args.eval, args.languages.split(","))
+    if args.curve:
+        validation = [json.loads(line) for line in args.curve.read_text().splitlines() if line.strip()]
+        head, _, tail = text.partition("\n## Data")
+        text = f"{head}\n{curve_section(args.model, validation)}\n\n## Data{tail}"
     (args.model / "MODEL_CARD.md").write_text(text)
     print(text)
     return 0
