@@ -142,8 +142,8 @@ def eval_section(runs: list[dict], paths: list[str]) -> str:
         "earlier match of the text before the cursor). Offered: rows where the editor showed something; "
         "precise: the share of those within edit similarity 0.7 of the truth.",
         "",
-        "| benchmark | decoder | rows | exact | edit sim. | offered | precise | pass@1 | tokens/forward | p50 ms "
-        "| p95 ms |",
+        "| benchmark | decoder | rows | exact | edit sim. | offered | precise | pass@1 | tokens/forward "
+        "| p50 ms | p95 ms |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     speeds, commands = [], []
