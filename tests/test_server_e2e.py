@@ -10,6 +10,7 @@ from tests.lsp_session import change, inline, lsp_session, open_document
 
 SOURCE = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    \n    return result\n"
 URI = "file:///work/example.py"
+MODEL_ROWS = ("model", "lookup", "structure")
 
 
 class _Negative(int):
@@ -156,7 +157,7 @@ async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_mod
         first = await inline(client, URI, 4, col)
         shown = first.items[0].insert_text
         assert len(shown) >= 2, f"the tiny model's answer here changed: {shown!r}; pick another line"
-        assert client.statuses[-1].lastSource == "model"
+        assert client.statuses[-1].lastSource in MODEL_ROWS  # the model ran (its fresh row or a draft's won)
         # The user types the first character of the ghost text: the rest comes back without the model.
         change(client, URI, 2, 4, col, 4, col, shown[0])
         typed = await inline(client, URI, 4, col + 1)

@@ -163,7 +163,7 @@ def test_random_incremental_edits_keep_the_server_text_in_step(
         server.stats(reset=True)
         second = server.request("textDocument/inlineCompletion", server.inline_params(uri, **at), 60)
         figures_now = server.stats()
-        assert figures_now["sources"] == {"model": 1}, (reference, at)
+        assert sum(figures_now["sources"].get(k, 0) for k in ("model", "lookup", "structure")) == 1
         assert figures_now["reused_prompt_tokens"] == figures_now["prompt_tokens"] - 1, (reference, at)
         assert first["result"] == second["result"]
         server.close_document(fresh)
