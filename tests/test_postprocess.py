@@ -76,5 +76,7 @@ def test_postprocess_runs_every_step():
 def test_control_characters_and_broken_bytes_end_the_completion():
     assert postprocess("total = 1\x02junk", single()) == "total = 1"
     assert postprocess("name\ufffd", single()) == "name"
+    # At the very start broken bytes can only be stray pieces of a character: dropped, the rest kept.
+    assert postprocess("\ufffd\ufffdvalue = 1\ufffdx", single()) == "value = 1"
     assert postprocess("\x0c", single()) is None
     assert postprocess("a\tb", single()) == "a\tb"  # tabs are code

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import execute
 from dgemma_lsp.inline.planning import prepare
 from dgemma_lsp.inline.repair import ParseCheck, cut_points, introduced_errors, repair_request
 from dgemma_lsp.runtime.options import CompletionOptions, Options
-from engine import InfillRequest
+from engine import Candidate, InfillRequest
 
 PYTHON = LanguageRegistry().grammar("python")
 PREFIX = "def f(x):\n    return (x"
@@ -52,14 +54,21 @@ def test_the_repair_request_fixes_every_token_outside_the_broken_spans():
 
 
 class RecordingEngine:
-    """The real tiny engine, recording every request it is given."""
+    """The real tiny engine, recording every request it is given. Its first answer is replaced by a
+    middle that breaks the parse in one place (a random model's noise breaks it everywhere or, when
+    post-processing cuts it away, nowhere): the repair pass that follows is the real engine's."""
 
-    def __init__(self, engine) -> None:
-        self.engine, self.requests = engine, []
+    def __init__(self, engine, first_answer: str) -> None:
+        self.engine, self.requests, self.first_answer = engine, [], first_answer
 
     def infill(self, request):
         self.requests.append(request)
-        return self.engine.infill(request)
+        result = self.engine.infill(request)
+        if len(self.requests) > 1:
+            return result
+        ids = tuple(self.engine.format.encode(self.first_answer))
+        candidate = Candidate(self.first_answer, ids, tuple(0.5 for _ in ids))
+        return replace(result, candidates=(candidate,))
 
     def token_spans(self, text):
         return self.engine.token_spans(text)
@@ -74,10 +83,9 @@ def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
     cursor = text.index("sum(values)") + len("sum(values)")  # the file parses with nothing added here
     options = Options(completion=CompletionOptions(latency_budget_ms=0, max_steps=4))
     planned = prepare(opened.snapshot(), cursor, options, tiny_engine, 0.0)
-    recording = RecordingEngine(tiny_engine)
+    recording = RecordingEngine(tiny_engine, " + len(values]")  # "]" closes nothing: one broken place
     outcome = execute(planned, recording)
-    # The random tiny model writes noise; noise breaks Python's parse, so a repair pass ran.
-    assert len(recording.requests) == 2
+    assert len(recording.requests) == 2  # the first answer broke the parse, so a repair pass ran
     first, fix = recording.requests
     assert (fix.prefix, fix.suffix) == (first.prefix, first.suffix)
     # Whatever repair could not fix was cut: no proposal offered breaks the parse.

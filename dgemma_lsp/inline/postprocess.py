@@ -102,7 +102,12 @@ _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")
 
 
 def drop_unprintable(text: str) -> str:
-    """Cut before the first control character or U+FFFD (a broken byte sequence): never code."""
+    """Cut before the first control character or U+FFFD (a broken byte sequence): never code.
+
+    Broken bytes at the very start are dropped instead: the text before the cursor ends on a whole
+    character, so they can only be stray pieces of one, and the rest may still be code.
+    """
+    text = text.lstrip("\ufffd")
     match = _UNPRINTABLE.search(text)
     return text[: match.start()] if match else text
 
