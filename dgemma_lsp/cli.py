@@ -12,7 +12,6 @@ import argparse
 import json
 import logging
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -95,23 +94,12 @@ def serve(args: argparse.Namespace) -> int:
     from dgemma_lsp.lsp.server import create_server
 
     server = create_server(model_override=args.model)
-    # torch and transformers take seconds to import: start now, while the client is still starting up
-    # and sending `initialize`, so the model load that follows finds them ready.
-    threading.Thread(target=_import_model_libraries, name="dgemma-preload", daemon=True).start()
+    server.model.preload()  # torch and transformers import while the client starts up
     if args.tcp:
         server.start_tcp(args.host, args.port)
     else:
         server.start_io(FrameReader(sys.stdin.buffer))
     return 0
-
-
-def _import_model_libraries() -> None:
-    from engine import preload
-
-    try:
-        preload()
-    except Exception as err:  # the load proper reports what is wrong, with advice
-        logging.getLogger(__name__).debug("preloading the model libraries failed: %s", err)
 
 
 def complete(args: argparse.Namespace) -> int:

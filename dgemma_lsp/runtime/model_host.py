@@ -8,6 +8,7 @@ requests get an empty answer instead of waiting.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -42,6 +43,15 @@ class ModelChoice:
 Loader = Callable[[ModelChoice], Engine]
 
 
+def _preload() -> None:
+    from engine import preload
+
+    try:
+        preload()
+    except Exception as err:  # the load proper reports what is wrong, with advice
+        logger.debug("preloading the model libraries failed: %s", err)
+
+
 def load_with_engine_package(choice: ModelChoice) -> Engine:
     from engine import load_engine
 
@@ -52,6 +62,7 @@ class ModelHost:
     def __init__(self, scheduler: Scheduler, loader: Loader = load_with_engine_package) -> None:
         self.scheduler = scheduler
         self.loader = loader
+        self._preloading: threading.Thread | None = None
         self.state = ModelState.NONE
         self.engine: Engine | None = None
         self.choice: ModelChoice | None = None
@@ -61,11 +72,19 @@ class ModelHost:
     def ready(self) -> bool:
         return self.state is ModelState.READY and self.engine is not None
 
+    def preload(self) -> None:
+        """Import the model libraries (seconds of work) in the background, before any load is asked for:
+        started with the process, so the client's startup and `initialize` overlap with it."""
+        self._preloading = threading.Thread(target=_preload, name="dgemma-preload", daemon=True)
+        self._preloading.start()
+
     async def load(self, choice: ModelChoice) -> bool:
         """Load (or switch to) `choice`; True when it is ready. Errors are kept in `self.error`."""
         self.state, self.choice, self.error = ModelState.LOADING, choice, None
 
         def work(cancel) -> Engine:  # a load, once started, runs to its end
+            if self._preloading is not None:
+                self._preloading.join()  # one thread imports the libraries, never two at once
             if self.engine is not None:
                 self.engine.close()
                 self.engine = None
