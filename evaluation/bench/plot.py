@@ -27,7 +27,9 @@ def plot(figures: dict, out: Path) -> None:
     left.set(xlabel="request to answer (ms)", ylabel="answers", title="Latency by mode")
     left.legend(fontsize=8)
     counts = dict((int(k), int(v)) for k, v in steps)
-    right.bar(list(counts), list(counts.values()), color="tab:green")
+    right.bar(list(counts), list(counts.values()), width=0.8, color="tab:green")
+    right.set_xlim(0, max(counts, default=8) + 1)
+    right.xaxis.get_major_locator().set_params(integer=True)
     mean = figures["steps_mean"]
     right.set(
         xlabel="denoising steps per model answer",
