@@ -205,6 +205,7 @@ class LocalEngine:
             sticky=sticky,
             min_tokens=min_tokens,
             guess=guess,
+            enough=request.n_candidates if drafts else 0,
         )
 
     def _seed_drafts(

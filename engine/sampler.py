@@ -68,6 +68,9 @@ class CanvasSpec:
     # [B, C] the canvas a seed or draft proposes, before any of it was renoised: a row whose first
     # argmax equals it is already stable (a right draft can stop after one step).
     guess: torch.Tensor | None = None
+    # Stop once this many rows have converged (0: all of them): the caller shows only that many, so
+    # when a right draft settles in a step or two, the rows still moving need not be waited for.
+    enough: int = 0
 
     def __post_init__(self) -> None:
         if not self.middle_length:
@@ -223,7 +226,7 @@ def denoise(
             if self_conditioning is None
             else torch.where(live_row[..., None], processed, self_conditioning)
         )
-        if bool(done.all()):
+        if bool(done.all()) or (spec.enough and int(done.sum()) >= spec.enough):
             reason = "converged"
             break
         if cancel is not None and cancel.is_set():

@@ -247,3 +247,27 @@ def test_min_new_tokens_keeps_eos_out_of_the_first_positions(engine):
     assert eos not in tokens[:2] and tokens[2:] == [eos] * 14
     with pytest.raises(ValueError, match="min_new_tokens"):
         InfillRequest(prefix="x", min_new_tokens=5, max_new_tokens=4)
+
+
+def test_enough_converged_rows_end_the_canvas(engine):
+    # Row 0 is wholly fixed (a draft the model cannot change): stable from its first step and with no
+    # live position left to doubt. Row 1 is noise and will not converge in 8 steps.
+    engine.infill(InfillRequest(prefix="x = ", max_new_tokens=4, max_steps=1))  # a prompt in the cache
+    generator = torch.Generator().manual_seed(0)
+    init = noise_canvas(2, 16, engine.bias.shape[0], generator)
+    fixed = torch.zeros(2, 16, dtype=torch.bool)
+    fixed[0] = True
+    settings = SamplerSettings(max_steps=8)
+    for enough, steps in ((1, 1), (0, 8)):
+        spec = CanvasSpec(init=init.clone(), fixed=fixed, guess=init.clone(), enough=enough)
+        outcome = denoise(
+            engine.model,
+            engine.prompt_cache.working_cache(2),
+            spec,
+            settings,
+            engine.bias,
+            engine.eos_ids,
+            generator,
+        )
+        assert (outcome.steps, outcome.reason) == (steps, "converged" if enough else "max_steps")
+        assert outcome.tokens[0].tolist() == init[0].tolist()
