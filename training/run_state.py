@@ -36,6 +36,10 @@ class Run:
     def log_path(self) -> Path:
         return self.folder / "train.log"
 
+    @property
+    def validation_path(self) -> Path:
+        return self.folder / "valid.jsonl"
+
     def has_state(self) -> bool:
         return (self.state / "progress.json").exists()
 
@@ -49,7 +53,7 @@ class Run:
         return json.loads((self.state / "progress.json").read_text())
 
     def append_validation(self, row: dict) -> None:
-        with (self.folder / "valid.jsonl").open("a") as out:
+        with self.validation_path.open("a") as out:
             out.write(json.dumps(row) + "\n")
 
     def save(self, model, ema: dict[str, torch.Tensor], optimizer, progress: dict) -> None:
@@ -107,7 +111,11 @@ def write_snapshot(run: Run, out: Path) -> None:
     progress = run.read_progress()
     for per_run in ("adam_steps", "cooldown", "rewarm"):  # the next run gets its own
         progress.pop(per_run, None)
+    progress["hours"] = round(progress["seconds"] / 3600, 3)  # wall time of the steps
+    progress["cpu_hours"] = round(progress.get("cpu_seconds", 0.0) / 3600, 3)  # both cores counted
     (out / "progress.json").write_text(json.dumps(progress, indent=1))
+    if run.validation_path.exists():  # the training curve goes on with the run
+        (out / "valid.jsonl").write_text(run.validation_path.read_text())
     (out / "config.json").write_text(run.config_path.read_text())
     (out / "tokenizer.json").write_text(run.tokenizer_path.read_text())
     logger.info("snapshot of step %d in %s", progress["step"], out)
@@ -120,6 +128,8 @@ def seed_run_from_snapshot(run: Run, source: Path) -> None:
         raise SystemExit(f"{source} is not a training snapshot: missing {', '.join(missing)}")
     for name in ("config.json", "tokenizer.json"):
         (run.folder / name).write_text((source / name).read_text())
+    if (source / "valid.jsonl").exists():  # the curve so far, continued by this run
+        run.validation_path.write_text((source / "valid.jsonl").read_text())
 
 
 def load_snapshot(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], dict]:
