@@ -87,18 +87,19 @@ def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
     data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
     main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
     common = ["--corpus", str(data), "--shape", "tiny", "--batch-size", "2", "--threads", "1"]
-    main(["run", "--run", str(run), *common, "--steps", "3"])
+    main(["run", "--run", str(run), *common, "--steps", "3", "--validate-every-tokens", "1e9"])
     packed = tmp_path / "campaign"
     packed.mkdir()
     (packed / "ema.safetensors").write_bytes(b"an older snapshot's EMA")
     main(["snapshot", "--run", str(run), "--out", str(packed)])
     assert sorted(p.name for p in packed.iterdir()) == [
-        "config.json", "model.safetensors", "progress.json", "tokenizer.json",
+        "config.json", "model.safetensors", "progress.json", "tokenizer.json", "valid.jsonl",
     ]  # fmt: skip
     raw = load_file(packed / "model.safetensors")
     assert all(t.dtype == torch.bfloat16 for t in raw.values())
     snapped = json.loads((packed / "progress.json").read_text())
     assert snapped["step"] == 3 and snapped["cpu_seconds"] > 0 and "adam_steps" not in snapped
+    assert snapped["cpu_hours"] == round(snapped["cpu_seconds"] / 3600, 3)
 
     fresh = tmp_path / "next-session"
     start = ["run", "--run", str(fresh), *common, "--from-snapshot", str(packed)]
@@ -111,6 +112,7 @@ def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
     for key in ("tokens", "seconds", "cpu_seconds", "canvas_tokens"):  # CPU hours keep adding up
         assert progress[key] > snapped[key], key
     assert (fresh / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
+    assert (fresh / "valid.jsonl").read_text() == (run / "valid.jsonl").read_text()  # the curve goes on
     main([*start, "--steps", "1"])
     assert json.loads((fresh / "state" / "progress.json").read_text())["step"] == 6  # its own state wins
     with pytest.raises(SystemExit, match="not a training snapshot"):
