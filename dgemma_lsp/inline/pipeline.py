@@ -2,8 +2,9 @@
 
 `complete` is the entry point every caller uses (the LSP server, `dgemma-lsp complete`, every
 `eval` benchmark and, through the server, `bench`): snapshot, cursor, options and engine in,
-proposals out. Its stages: `prepare` (context and engine request, in planning.py), then
-`execute`: the engine call, syntax repair, and post-processing. The server runs the two halves on
+proposals out. Its stages: `prepare` (context, drafts and the engine request, in planning.py),
+then `execute`: the engine call (draft rows and fresh rows in one batch), the confidence gates,
+post-processing, syntax repair and the parse guard. The server runs the two halves on
 two threads (prepare on the event loop, execute on the model worker); everyone else calls `complete`.
 """
 
