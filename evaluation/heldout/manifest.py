@@ -33,7 +33,7 @@ def render(result: BuildResult, command: str, baseline: dict[str, list[KindScore
         "# Held-out fill-in-the-middle set",
         "",
         "Editor cursor positions cut from whole files of packages that no training source list in",
-        "engine/corpus.py names (nor CPython's standard library), under permissive licenses, with the",
+        "training/corpus/sources/ names (nor CPython's standard library), under permissive licenses, with the",
         "rest of the file as context. Evaluation data only: never train on it.",
         "",
         "Rebuild (PyPI, npm and Debian are reached through pip, `npm pack` and `apt-get download`; the",
