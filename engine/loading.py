@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,18 @@ def native_bf16(device: str) -> bool:
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
+# oneDNN (the bf16 matrix kernels) keeps a kernel per input shape in two caches of 1,024 entries, and a
+# completion's shapes change with every prompt length and every expert's share of tokens: left at
+# their defaults the server's memory grew by hundreds of MB over a session (README, "Memory").
+ONEDNN_CACHE_LIMITS = {"LRU_CACHE_CAPACITY": "1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
+
+
+def bound_kernel_caches() -> None:
+    """Cap oneDNN's per-shape kernel caches (read at their first use), unless the user set them."""
+    for name, value in ONEDNN_CACHE_LIMITS.items():
+        os.environ.setdefault(name, value)
+
+
 def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
     resolved = resolve_spec(spec)
     if resolved.kind == "remote":
@@ -159,6 +172,8 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
     folder = Path(resolved.location)
     check_checkpoint(folder)
     dtype = torch.bfloat16 if device.startswith("cuda") or native_bf16(device) else torch.float32
+    if dtype == torch.bfloat16 and device == "cpu":
+        bound_kernel_caches()
     prompt_format = _prompt_format(folder)
     try:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(
