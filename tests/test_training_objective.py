@@ -27,8 +27,8 @@ RECORDED = {
 }
 
 
-def same(values, recorded) -> bool:
-    return list(values) == pytest.approx(list(recorded), rel=1e-6, abs=0)
+def same(values, recorded, rel: float = 1e-6) -> bool:
+    return list(values) == pytest.approx(list(recorded), rel=rel, abs=0)
 
 
 @pytest.mark.filterwarnings("error::FutureWarning")  # e.g. transformers' `past_key_values` deprecation
@@ -55,4 +55,7 @@ def test_losses_on_a_fixed_batch_are_the_recorded_ones(tiny_model_dir, optimizer
     (0.5 * ar + diffusion).backward()
     build_optimizer(model, cfg).step()
     after = losses(model, batch, cfg, torch.Generator().manual_seed(0), "cpu")
-    assert same((t.item() for t in after), RECORDED[f"{optimizer} after one step"])
+    # Muon orthogonalizes in bf16, whose matrix products round differently from one CPU's kernels to
+    # another's (the same torch gave 5.72334 here and 5.72339 on the machine that recorded it).
+    rel = 1e-4 if optimizer == "muon" else 1e-6
+    assert same((t.item() for t in after), RECORDED[f"{optimizer} after one step"], rel)
