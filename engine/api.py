@@ -47,10 +47,12 @@ class InfillRequest:
     # Text fixed at the END of the canvas (the start of the suffix): the middle is written to join it.
     anchor: str = ""
     # Guesses of the middle (from the code around it): each seeds a canvas row of its own, in the same
-    # batch as the n_candidates fresh-noise rows, partly renoised (`draft_noise`) and sticky, so a
-    # right draft settles in a step or two and a wrong one is rewritten where the model is sure.
+    # batch as the n_candidates fresh-noise rows, sticky (kept until the model accepts a replacement
+    # with confidence), so a right draft settles in a step or two and a wrong one is rewritten where
+    # the model is sure. `draft_noise`: a share of each draft renoised first (left to the model); off
+    # by default, as the bundled model rewrote right drafts into wrong ones (README, "Drafts").
     drafts: tuple[str, ...] = ()
-    draft_noise: float = 0.2
+    draft_noise: float = 0.0
     max_steps: int | None = None  # None: the model's generation config decides
     seed: int = 0  # same seed, same request -> same output
     # "autoregressive": the same weights decoded left to right, one token per forward (a baseline;

@@ -61,8 +61,8 @@ class CanvasSpec:
     init: torch.Tensor  # [B, C] starting tokens (noise, or a seed)
     fixed: torch.Tensor  # [B, C] bool: positions whose `init` token is kept
     middle_length: int = 0  # positions before a fixed anchor at the end (0: the whole canvas)
-    # [B, C] bool: positions that fall back to their `init` token, not to noise, when not accepted
-    # (a seed the model should change only where it is confident: rewrites, typing through).
+    # [B, C] bool: positions that keep (and show) their `init` token, not noise, until the model
+    # accepts a replacement with confidence (a seed or draft changed only where the model is sure).
     sticky: torch.Tensor | None = None
     min_tokens: int = 0  # canvas positions where EOS may not be chosen (the middle is at least this long)
     # [B, C] the canvas a seed or draft proposes, before any of it was renoised: a row whose first
@@ -206,6 +206,13 @@ def denoise(
         entropy = -(probs * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
         argmax = torch.where(fixed, spec.init, log_probs.max(dim=-1).indices)  # max: ~3x faster than argmax
         accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
+        if spec.sticky is not None:
+            # A seed or draft token stays what the row shows until the model accepts a replacement
+            # with confidence; a kept one is settled (its entropy does not hold the row back).
+            argmax = torch.where(spec.sticky & ~accepted, spec.init, argmax)
+            settled_entropy = entropy.masked_fill(spec.sticky & (argmax == spec.init), 0.0)
+        else:
+            settled_entropy = entropy
         noise = noise_canvas(batch, length, vocab, generator)
         if spec.sticky is not None:
             noise = torch.where(spec.sticky, spec.init, noise)
@@ -214,7 +221,7 @@ def denoise(
         live_row = ~done[:, None]
         final = torch.where(live_row, argmax, final)
         canvas = torch.where(live_row, next_canvas, canvas)
-        newly_done = stopper.update(argmax, entropy) & ~done
+        newly_done = stopper.update(argmax, settled_entropy) & ~done
         if bool(newly_done.any()):  # a row's confidence is read once, when it stops changing
             final_confidence[newly_done] = confidence_of(logits[newly_done], bias, final[newly_done])
         done |= newly_done

@@ -271,3 +271,28 @@ def test_enough_converged_rows_end_the_canvas(engine):
         )
         assert (outcome.steps, outcome.reason) == (steps, "converged" if enough else "max_steps")
         assert outcome.tokens[0].tolist() == init[0].tolist()
+
+
+def test_a_sticky_row_shows_its_draft_until_the_model_is_sure_of_a_replacement(engine):
+    # Row 0 is a sticky draft, row 1 fresh noise. The random tiny model is unsure everywhere: after one
+    # step it may have accepted a replacement at its single lowest-entropy position, no more.
+    engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=16, max_steps=1))
+    generator = torch.Generator().manual_seed(0)
+    init = noise_canvas(2, 16, engine.bias.shape[0], generator)
+    fixed = torch.zeros(2, 16, dtype=torch.bool)
+    sticky = torch.zeros(2, 16, dtype=torch.bool)
+    sticky[0] = True
+    cache = engine.prompt_cache.working_cache(2)
+
+    def run(bias: torch.Tensor):
+        spec = CanvasSpec(init=init.clone(), fixed=fixed, sticky=sticky, guess=init.clone())
+        settings = SamplerSettings(max_steps=1)
+        return denoise(engine.model, cache, spec, settings, bias, engine.eos_ids, generator)
+
+    unsure = run(engine.bias)
+    assert int((unsure.tokens[0] != init[0]).sum()) <= 1
+    # A bias that makes EOS certain everywhere: the model is sure, and the draft is replaced.
+    eos = engine.format.special.eos
+    certain = engine.bias.clone()
+    certain[eos] = 60.0
+    assert run(certain).tokens[0].tolist() == [eos] * 16
