@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from engine.loading import bound_kernel_caches
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model
@@ -193,6 +194,10 @@ def time_left(
 def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     cfg, from_snapshot = open_run(run, new_config, session.from_snapshot, session.overrides)
     device = session.device
+    if cfg.bf16 and device == "cpu":
+        # Batches of many shapes filled oneDNN's per-shape caches as they fill the server's: capped,
+        # the trainer's memory grew a quarter as fast and it read about a third more tokens per second.
+        bound_kernel_caches()
     tokenizer = load_tokenizer(run.tokenizer_path)
     fmt = FimFormat(tokenizer)
     model = new_model(shape_by_name(cfg.shape), tokenizer, seed=cfg.seed).to(device).train()
