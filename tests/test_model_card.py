@@ -100,7 +100,10 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
     ]
     curve = tmp_path / "valid.jsonl"
     curve.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    assert main(["--model", str(model), "--corpus", str(corpus), "--curve", str(curve)]) == 0
+    changes = tmp_path / "changes.md"
+    changes.write_text("Muon instead of AdamW: it learned faster per token.\n")
+    args = ["--model", str(model), "--corpus", str(corpus), "--curve", str(curve), "--changes", str(changes)]
+    assert main(args) == 0
     text = (model / "MODEL_CARD.md").read_text()
     assert (model / "training-curve.png").read_bytes()[:4] == b"\x89PNG" and "![validation loss" in text
     assert (
@@ -110,3 +113,4 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
     )
     assert "Muon" in text and "bf16 autocast" in text and "8.33 CPU hours" in text
     assert text.index("## Training curve") < text.index("## Data")
+    assert text.index("## What changed\n\nMuon instead of AdamW") < text.index("## Training")

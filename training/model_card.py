@@ -238,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval", action="append", default=[], help="a `dgemma-lsp eval --json` output")
     parser.add_argument("--languages", default="python")
     parser.add_argument("--curve", type=Path, help="the run's valid.jsonl: draw the training curve")
+    parser.add_argument(
+        "--changes", type=Path, help="a Markdown file: what changed from the model this one replaces, and why"
+    )
     args = parser.parse_args(argv)
     manifest = json.loads((args.corpus / "MANIFEST.json").read_text())
     runs = [json.loads(Path(p).read_text()) for p in args.eval]
@@ -246,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         validation = [json.loads(line) for line in args.curve.read_text().splitlines() if line.strip()]
         head, _, tail = text.partition("\n## Data")
         text = f"{head}\n{curve_section(args.model, validation)}\n\n## Data{tail}"
+    if args.changes:
+        head, _, tail = text.partition("\n## Training")
+        text = f"{head}\n## What changed\n\n{args.changes.read_text().strip()}\n\n## Training{tail}"
     (args.model / "MODEL_CARD.md").write_text(text)
     print(text)
     return 0
