@@ -6,13 +6,15 @@ decoded once through the pipeline with the gates open; then every pair of gates 
 own `finish` and parse guard. The chosen pair maximizes the characters a user would accept per
 request (those of offered completions within edit similarity ACCEPTED_SIMILARITY of the truth),
 subject to precision (among offered single-line completions, at least PRECISION_GOAL within it),
-or, when no pair reaches it, has the best precision the data supports. The syntax repair pass is
-left out of the search (a second engine call per pair); `dgemma-lsp eval` then measures the chosen
-gates through the whole pipeline on the report split.
+or, when no pair reaches it, has the best precision the data supports: the highest lower bound of
+its 95% Wilson interval, so a pair that offers a handful of completions does not win by chance.
+The syntax repair pass is left out of the search (a second engine call per pair); `dgemma-lsp eval`
+then measures the chosen gates through the whole pipeline on the report split.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 from collections.abc import Sequence
@@ -53,6 +55,17 @@ class GatePoint:
     precision: float | None  # among offered single-line completions, share within ACCEPTED_SIMILARITY
     precision_all: float | None  # the same among all offered completions
     accepted_chars_per_request: float
+    single_offered: int = 0  # offered single-line completions: what `precision` is measured on
+
+    @property
+    def supported_precision(self) -> float:
+        """The lower bound of the 95% Wilson interval of `precision`: what the data supports."""
+        if not self.single_offered or self.precision is None:
+            return 0.0
+        n, p, z = self.single_offered, self.precision, 1.96
+        centre = p + z * z / (2 * n)
+        spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return (centre - spread) / (1 + z * z / n)
 
 
 def decode_rows(engine: Engine, items: Sequence[Item], budget_ms: int | None) -> list[Decoded]:
@@ -101,11 +114,13 @@ def point(rows: list[Decoded], mean_percent: int, line_percent: int, benchmark: 
         good_single / single if single else None,
         good / offered if offered else None,
         accepted / len(rows) if rows else 0.0,
+        single,
     )
 
 
 def choose(curve: list[GatePoint], rows: int) -> GatePoint:
-    """Most accepted characters among the points that reach the precision goal, else the most precise.
+    """Most accepted characters among the points that reach the precision goal, else the point whose
+    precision the data supports best (`supported_precision`).
 
     Only points that offer at least MIN_OFFERED completions count; with none, the gates stay open.
     """
@@ -113,7 +128,9 @@ def choose(curve: list[GatePoint], rows: int) -> GatePoint:
     reaching = [p for p in meaningful if p.precision >= PRECISION_GOAL]
     if reaching:
         return max(reaching, key=lambda p: (p.accepted_chars_per_request, p.offered))
-    return max(meaningful, key=lambda p: (p.precision, p.accepted_chars_per_request), default=curve[0])
+    return max(
+        meaningful, key=lambda p: (p.supported_precision, p.accepted_chars_per_request), default=curve[0]
+    )
 
 
 def calibrate(
@@ -128,6 +145,7 @@ def calibrate(
         "chosen": asdict(chosen),
         "open_gates": asdict(curve[0]),
         "reaches_precision_goal": chosen.precision is not None and chosen.precision >= PRECISION_GOAL,
+        "supported_precision": round(chosen.supported_precision, 3),
         "precision_goal": PRECISION_GOAL,
         "accepted_similarity": ACCEPTED_SIMILARITY,
         "rows": len(rows),

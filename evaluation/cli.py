@@ -110,7 +110,7 @@ def write_calibration(engine, benchmark, items, args: argparse.Namespace, argv: 
         point = found[name]
         print(
             f"  {name}: offered {point['offered']:.0%}, "
-            f"single-line precision {_cell(point['precision'], '.0%')} "
+            f"single-line precision {_cell(point['precision'], '.0%')} of {point['single_offered']} "
             f"(goal {found['precision_goal']:.0%}), {point['accepted_chars_per_request']:.1f} characters "
             "accepted per request"
         )

@@ -1,0 +1,26 @@
+"""The gate choice on a calibration curve: the precision goal first, else what the data supports."""
+
+from __future__ import annotations
+
+from evaluation.calibrate import GatePoint, choose
+
+
+def point(mean: int, offered: float, precision: float, chars: float, single: int) -> GatePoint:
+    return GatePoint(mean, 0, offered, precision, precision, chars, single)
+
+
+def test_the_goal_reached_with_the_most_accepted_characters_wins():
+    curve = [point(0, 0.9, 0.3, 4.0, 140), point(50, 0.5, 0.62, 2.5, 60), point(90, 0.2, 0.8, 1.0, 25)]
+    assert choose(curve, 162).min_mean_confidence_percent == 50
+
+
+def test_below_the_goal_a_handful_of_lucky_offers_does_not_beat_a_well_measured_precision():
+    # 2 of 5 (40%) supports less than 40 of 120 (33%): the Wilson lower bounds are 12% and 25%.
+    few, many = point(95, 0.03, 0.4, 0.2, 5), point(50, 0.75, 1 / 3, 3.0, 120)
+    assert few.supported_precision < many.supported_precision
+    assert choose([point(0, 0.9, 0.2, 4.0, 140), few, many], 162).min_mean_confidence_percent == 50
+
+
+def test_points_offering_fewer_than_five_completions_never_count():
+    curve = [point(0, 0.9, 0.2, 4.0, 140), point(95, 0.01, 1.0, 0.1, 2)]
+    assert choose(curve, 162).min_mean_confidence_percent == 0
