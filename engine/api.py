@@ -54,6 +54,9 @@ class InfillRequest:
     drafts: tuple[str, ...] = ()
     draft_noise: float = 0.0
     max_steps: int | None = None  # None: the model's generation config decides
+    # Tokens per canvas (0: the model's canvas length). A short line fits in a small canvas, whose steps
+    # cost less; text longer than one canvas goes on in the next.
+    canvas_tokens: int = 0
     seed: int = 0  # same seed, same request -> same output
     # "autoregressive": the same weights decoded left to right, one token per forward (a baseline;
     # seeds and anchors do not apply). Engines that cannot raise EngineError.
@@ -69,6 +72,8 @@ class InfillRequest:
             raise ValueError("n_candidates must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError("max_steps must be at least 1")
+        if self.canvas_tokens < 0:
+            raise ValueError("canvas_tokens must be 0 (the model's canvas) or positive")
         if self.fixed_positions and self.seed_canvas is None:
             raise ValueError("fixed_positions need a seed_canvas to take their tokens from")
         if not 0.0 <= self.seed_noise <= 1.0:

@@ -100,10 +100,11 @@ class LocalEngine:
         rows = [_Row() for _ in range(n)]
         steps = 0
         reason: StopReason = "max_tokens"
-        for index in range(math.ceil(request.max_new_tokens / self.canvas_length)):
+        block = self._block_length(request)
+        for index in range(math.ceil(request.max_new_tokens / block)):
             left = request.max_new_tokens - len(rows[0].tokens)
             spec = self._canvas_spec(
-                request, n, left, generator, drafts if index == 0 else [], first=index == 0
+                request, n, left, block, generator, drafts if index == 0 else [], first=index == 0
             )
             outcome = denoise(
                 self.model, cache, spec, settings, self.bias, self.eos_ids, generator,
@@ -148,11 +149,19 @@ class LocalEngine:
             reused_prompt_tokens=reused,
         )
 
+    def _block_length(self, request: InfillRequest) -> int:
+        """The most tokens one canvas holds: the request's `canvas_tokens`, except that an anchored or
+        seeded request is answered in one canvas, which must then hold the whole middle."""
+        if request.anchor or request.seed_canvas is not None or not request.canvas_tokens:
+            return self.canvas_length
+        return min(self.canvas_length, request.canvas_tokens)
+
     def _canvas_spec(
         self,
         request: InfillRequest,
         n: int,
         left: int,
+        block: int,
         generator: torch.Generator,
         drafts: list[list[int]],
         first: bool,
@@ -165,7 +174,7 @@ class LocalEngine:
             length = min(MAX_SEEDED_CANVAS, len(seed) + slack + len(anchor))
         else:
             # A short request gets a shorter canvas: each step costs less.
-            length = min(self.canvas_length, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
+            length = min(block, max(MIN_CANVAS, 8 * math.ceil(left / 8)))
         length = max(length, len(anchor) + 1)
         init = noise_canvas(n, length, self.bias.shape[0], generator)
         fixed = torch.zeros(n, length, dtype=torch.bool, device=self.device)

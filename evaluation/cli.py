@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--budget-ms", type=int, help="latency budget per completion (default: the server's; 0: none)"
     )
+    parser.add_argument(
+        "--single-line-canvas", type=int, metavar="N",
+        help="tokens per canvas of a single-line completion (default: the server's; 0: the model's canvas)",
+    )  # fmt: skip
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument(
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         options = EvalOptions(
             compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
-            drafts=not args.no_drafts, gates=not args.no_gates,
+            drafts=not args.no_drafts, gates=not args.no_gates, single_line_canvas=args.single_line_canvas,
         )  # fmt: skip
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
         if args.calibrate:

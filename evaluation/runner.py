@@ -44,6 +44,7 @@ class EvalOptions:
     gates: bool = True  # the model's calibrated confidence gates, if it ships them (the server's default)
     max_steps: int | None = None  # None: the checkpoint's generation config decides
     budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
+    single_line_canvas: int | None = None  # tokens per single-line canvas; None: the server's default
     execute: bool = True  # run the tests of executable benchmarks
     timeout_s: float = DEFAULT_TIMEOUT_S
     warmup: bool = True
@@ -148,6 +149,11 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
     """The server's default options, with what the evaluation was asked to change."""
     completion = CompletionOptions(
         latency_budget_ms=options.budget_ms,
+        **(
+            {}
+            if options.single_line_canvas is None
+            else {"canvas_tokens_single_line": options.single_line_canvas}
+        ),
         max_steps=options.max_steps or 0,
         decoder=decoder,
         drafts=options.drafts,

@@ -136,6 +136,33 @@ def test_long_requests_go_canvas_after_canvas(engine):
     assert engine.prompt_cache.cache.get_seq_length() == len(engine.prompt_cache.tokens)
 
 
+def test_a_smaller_canvas_per_request_goes_on_canvas_after_canvas(engine):
+    # A single-line request asks for canvases smaller than the model's: each step is over fewer
+    # positions, and a middle longer than one canvas is written by the next.
+    block = engine.canvas_length // 2
+    spy = spy_on(engine)
+    result = engine.infill(
+        InfillRequest(
+            prefix=PREFIX, suffix=SUFFIX, max_new_tokens=2 * block, min_new_tokens=2 * block,
+            canvas_tokens=block, max_steps=2, seed=3,
+        )
+    )  # fmt: skip
+    assert {canvas.shape[1] for canvas in spy.canvases} == {block}
+    assert len(result.candidates[0].token_ids) == 2 * block
+
+
+def test_an_anchored_request_keeps_the_whole_canvas_whatever_canvas_tokens_asks(engine):
+    # An anchor ends the middle in the first canvas, so that canvas must have room for all of it.
+    spy = spy_on(engine)
+    engine.infill(
+        InfillRequest(
+            prefix=PREFIX, suffix=SUFFIX, anchor=")", max_new_tokens=engine.canvas_length,
+            canvas_tokens=engine.canvas_length // 2, max_steps=2,
+        )
+    )  # fmt: skip
+    assert {canvas.shape[1] for canvas in spy.canvases} == {engine.canvas_length}
+
+
 def test_candidates_are_distinct_and_ranked(engine):
     result = engine.infill(
         InfillRequest(prefix=PREFIX, suffix=SUFFIX, n_candidates=4, max_new_tokens=16, max_steps=4)
@@ -179,6 +206,8 @@ def test_common_prefix_length():
 def test_bad_requests_are_refused_with_clear_errors():
     with pytest.raises(ValueError, match="max_new_tokens"):
         InfillRequest(prefix="x", max_new_tokens=0)
+    with pytest.raises(ValueError, match="canvas_tokens"):
+        InfillRequest(prefix="x", canvas_tokens=-1)
     with pytest.raises(ValueError, match="seed_canvas"):
         InfillRequest(prefix="x", fixed_positions=(0,))
 

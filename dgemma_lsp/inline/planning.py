@@ -58,6 +58,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         deadline=started + budget / 1000.0 if budget else None,
         n_candidates=completion.candidates,
         max_steps=completion.max_steps or None,
+        canvas_tokens=0 if multi_line else completion.canvas_tokens_single_line,
         anchor=suffix_anchor(context) if completion.anchor_suffix else "",
         decoder=completion.decoder,
         drafts=tuple(d.text for d in drafts),

@@ -55,6 +55,9 @@ class CompletionOptions:
     latency_budget_ms: int | None = None
     max_tokens_single_line: int = 32
     max_tokens_multi_line: int = 96
+    # Tokens per canvas for a single-line completion (0: the model's canvas): most lines fit in 16,
+    # and each step over a canvas of 16 costs less than over 32; a longer line goes on in a second one.
+    canvas_tokens_single_line: int = 16
     candidates: int = 1
     max_steps: int = 0  # 0: the model's own default
     # Ghost text stops before the first line holding a token the model gave less than this

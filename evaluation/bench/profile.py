@@ -32,12 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed completions")
     parser.add_argument("--rows", type=int, default=25, help="operators listed")
     parser.add_argument("--no-drafts", action="store_true")
+    parser.add_argument(
+        "--single-line-canvas", type=int, help="tokens per canvas (default: the server's; 0: the model's)"
+    )
     args = parser.parse_args(argv)
     engine = load_engine(args.model, device="cpu")
     text = DEMO.read_text()
     cursor = text.index("return \n") + len("return ")
     snapshot = standalone(text, "python", LanguageRegistry()).snapshot()
-    options = Options(completion=CompletionOptions(latency_budget_ms=0, drafts=not args.no_drafts))
+    canvas = {} if args.single_line_canvas is None else {"canvas_tokens_single_line": args.single_line_canvas}
+    options = Options(completion=CompletionOptions(latency_budget_ms=0, drafts=not args.no_drafts, **canvas))
     complete(snapshot, cursor, options, engine)  # warm
     walls, steps, forward = [], [], []
     for _ in range(args.repeat):
