@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
+from engine.fused_decoder import FusedDecoder, unsupported_reason
 from engine.prompt_cache import PromptCache, extend_cache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
@@ -39,6 +40,7 @@ class LocalEngine:
         settings: SamplerSettings,
         info: EngineInfo,
         max_prompt_tokens: int = 2048,
+        fused_decoder: bool = True,
     ) -> None:
         self.model = model.eval()
         self.format = prompt_format
@@ -52,6 +54,10 @@ class LocalEngine:
             model.config.get_text_config().vocab_size, prompt_format.suppressed_ids, self.device
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
+        # The decoder step in fewer operations where it applies (a CPU); None: transformers' modules.
+        self.fused: FusedDecoder | None = (
+            FusedDecoder(model) if fused_decoder and unsupported_reason(model) is None else None
+        )
 
     def warm_up(self) -> None:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""
@@ -108,7 +114,7 @@ class LocalEngine:
             )
             outcome = denoise(
                 self.model, cache, spec, settings, self.bias, self.eos_ids, generator,
-                deadline=request.deadline, cancel=request.cancel,
+                deadline=request.deadline, cancel=request.cancel, fused=self.fused,
             )  # fmt: skip
             steps += outcome.steps
             forward_ms += outcome.forward_ms

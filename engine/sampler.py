@@ -13,13 +13,18 @@ Shapes: B = candidates, C = canvas length, V = vocabulary.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import Cache
 
 from engine.api import CancelToken, StopReason
 from engine.forward import decoder_masks, denoise_logits
+
+if TYPE_CHECKING:
+    from engine.fused_decoder import FusedDecoder
 
 # Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
 _SUPPRESS = -1.0e4
@@ -161,6 +166,23 @@ class Stopper:
         return (self.unchanged >= self.settings.stability_steps) & confident  # [B] bool
 
 
+DecoderStep = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
+def decoder_step(
+    model: torch.nn.Module,
+    cache: Cache,
+    canvas: torch.Tensor,  # [B, C]
+    positions: torch.Tensor,  # [1, C]
+    fused: FusedDecoder | None,
+) -> DecoderStep:
+    """One canvas's denoising step, (tokens [B, C], previous logits or None) -> logits [B, C, V]."""
+    if fused is not None:
+        return fused.for_canvas(cache, positions, canvas.shape[0])
+    masks = decoder_masks(model, canvas, cache)
+    return lambda tokens, previous: denoise_logits(model, tokens, cache, positions, masks, previous)
+
+
 @torch.inference_mode()
 def denoise(
     model: torch.nn.Module,
@@ -172,16 +194,18 @@ def denoise(
     generator: torch.Generator,
     deadline: float | None = None,
     cancel: CancelToken | None = None,
+    fused: FusedDecoder | None = None,
 ) -> CanvasOutcome:
     """Denoise one canvas; `cache` holds the encoded prompt and is only read.
 
-    All tensors live on the model's device (bias, eos_ids, spec and generator included).
+    All tensors live on the model's device (bias, eos_ids, spec and generator included). With `fused`
+    the steps run through it, otherwise through transformers' modules.
     """
     batch, length = spec.init.shape
     vocab = bias.shape[0]
     start = cache.get_seq_length()
     positions = torch.arange(start, start + length, device=spec.init.device)[None]  # [1, C]
-    masks = decoder_masks(model, spec.init, cache)
+    step = decoder_step(model, cache, spec.init, positions, fused)
     fixed = spec.fixed
     canvas = spec.init.clone()
     final = spec.init.clone()
@@ -194,7 +218,7 @@ def denoise(
     forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
         forward_start = time.perf_counter()
-        logits = denoise_logits(model, canvas, cache, positions, masks, self_conditioning)  # [B, C, V]
+        logits = step(canvas, self_conditioning)  # [B, C, V]
         scaled = logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
         if spec.min_tokens:
             scaled[:, : spec.min_tokens, eos_ids] = _SUPPRESS

@@ -13,6 +13,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from engine.forward import new_cache
+from engine.fused_decoder import FusedDecoder
 from engine.prompt_cache import extend_cache
 from engine.prompts import CURSOR_MARK, INSTRUCTION, Gemma4ChatFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, sample
@@ -48,19 +49,24 @@ def reference(model, prompt: torch.Tensor, canvas: torch.Tensor, steps: int, **s
     return sequences[:, PROMPT:]
 
 
-def ours(model, prompt: torch.Tensor, canvas: torch.Tensor, steps: int, **sampler) -> torch.Tensor:
+def ours(
+    model, prompt: torch.Tensor, canvas: torch.Tensor, steps: int, fused: bool = False, **sampler
+) -> torch.Tensor:
     cache = new_cache(model)
     extend_cache(model, cache, prompt)
     vocab = model.config.get_text_config().vocab_size
     spec = CanvasSpec(init=canvas.clone(), fixed=torch.zeros_like(canvas, dtype=torch.bool))
     settings = SamplerSettings(max_steps=steps, **sampler)
-    out = denoise(model, cache, spec, settings, torch.zeros(vocab), torch.tensor([EOS]), torch.Generator())
+    step = FusedDecoder(model) if fused else None
+    bias, eos = torch.zeros(vocab), torch.tensor([EOS])
+    out = denoise(model, cache, spec, settings, bias, eos, torch.Generator(), fused=step)
     tokens = out.tokens.clone()
     after_eos = (tokens == EOS).cumsum(-1) - (tokens == EOS).long() > 0  # as generate pads them
     return tokens.masked_fill(after_eos, PAD)
 
 
-def test_our_sampler_and_generate_agree_token_for_token_when_deterministic(released_shape):
+@pytest.mark.parametrize("fused", [False, True], ids=["transformers-modules", "fused-step"])
+def test_our_sampler_and_generate_agree_token_for_token_when_deterministic(released_shape, fused):
     # Deterministic: every position accepted each step, temperatures so low that sampling is argmax,
     # and no early stop. Any difference in the schedule, the self-conditioning input (generate feeds
     # the temperature-scaled logits back), the masks or the cache would change the tokens.
@@ -71,7 +77,7 @@ def test_our_sampler_and_generate_agree_token_for_token_when_deterministic(relea
         canvas = torch.randint(2, 512, (1, CANVAS), generator=g)
         steps = 4 + trial
         expected = reference(released_shape, prompt, canvas, steps, **sampler)
-        assert ours(released_shape, prompt, canvas, steps, **sampler).tolist() == expected.tolist()
+        assert ours(released_shape, prompt, canvas, steps, fused, **sampler).tolist() == expected.tolist()
 
 
 def test_sampling_by_inverse_cdf_draws_what_multinomial_draws():

@@ -49,9 +49,31 @@ def engine(tiny_model_dir):
     return load_engine(str(tiny_model_dir), device="cpu")
 
 
+class FusedSpy:
+    """Wraps the engine's fused decoder so its steps are recorded by the same spy."""
+
+    def __init__(self, fused, spy: ForwardSpy) -> None:
+        self.fused = fused
+        self.spy = spy
+
+    def for_canvas(self, cache, positions, batch):
+        step = self.fused.for_canvas(cache, positions, batch)
+
+        def spied(tokens, previous):
+            self.spy.canvases.append(tokens.clone())
+            out = step(tokens, previous)
+            if self.spy.on_call is not None:
+                self.spy.on_call(len(self.spy.canvases))
+            return out
+
+        return spied
+
+
 def spy_on(engine, on_call=None) -> ForwardSpy:
     spy = ForwardSpy(engine.model, on_call)
     engine.model = spy
+    if engine.fused is not None:  # the decoder's steps run through the fused step, not the model
+        engine.fused = FusedSpy(engine.fused, spy)
     return spy
 
 

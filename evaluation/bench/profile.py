@@ -2,7 +2,8 @@
 
 Runs the server's pipeline on a fixed cursor (fixtures/demo/stats.py, after `return ` in variance)
 and prints torch.profiler's table of operators by self CPU time, with the time per denoising step,
-the sampler's own math apart from the model's forward passes.
+the sampler's own math apart from the model's forward passes. `--decoders both` times the fused
+decoder step against transformers' modules in turns in one process.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,8 +22,31 @@ from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import load_engine
+from engine.api import InfillResult
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "stats.py"
+
+
+@dataclass
+class Run:
+    wall_ms: float
+    result: InfillResult
+
+
+def summary(runs: list[Run]) -> str:
+    """Completion wall time, steps, and a step's cost inside and outside the decoder's forward pass."""
+    med = statistics.median
+    steps = [max(run.result.steps, 1) for run in runs]
+    decoder = [
+        (r.result.timings.forward_ms - r.result.timings.prefill_ms) / s
+        for r, s in zip(runs, steps, strict=True)
+    ]
+    denoise = [r.result.timings.denoise_ms / s for r, s in zip(runs, steps, strict=True)]
+    return (
+        f"completion p50 {med(r.wall_ms for r in runs):.1f} ms, {med(steps):.0f} steps, prefill "
+        f"{med(r.result.timings.prefill_ms for r in runs):.1f} ms, per step: decoder forward "
+        f"{med(decoder):.2f} ms, with the sampler {med(denoise):.2f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,28 +60,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--single-line-canvas", type=int, help="tokens per canvas (default: the server's; 0: the model's)"
     )
+    parser.add_argument(
+        "--decoders",
+        choices=("fused", "reference", "both"),
+        default="fused",
+        help="decoder steps through the fused step, transformers' modules, or both in turns (one row each)",
+    )
     args = parser.parse_args(argv)
     engine = load_engine(args.model, device="cpu")
+    fused = engine.fused
     text = DEMO.read_text()
     cursor = text.index("return \n") + len("return ")
     snapshot = standalone(text, "python", LanguageRegistry()).snapshot()
     canvas = {} if args.single_line_canvas is None else {"canvas_tokens_single_line": args.single_line_canvas}
     options = Options(completion=CompletionOptions(latency_budget_ms=0, drafts=not args.no_drafts, **canvas))
-    complete(snapshot, cursor, options, engine)  # warm
-    walls, steps, forward = [], [], []
-    for _ in range(args.repeat):
-        engine.reset_cache()
-        started = time.perf_counter()
-        done = complete(snapshot, cursor, options, engine)
-        walls.append((time.perf_counter() - started) * 1000)
-        steps.append(done.result.steps)
-        forward.append(done.result.timings.forward_ms)
-    per_step = [(w - 0) / s for w, s in zip(walls, steps, strict=True) if s]
+    decoders = {"fused": fused, "reference": None}
+    names = list(decoders) if args.decoders == "both" else [args.decoders]
+    runs: dict[str, list[Run]] = {name: [] for name in names}
+    for name in names:
+        engine.fused = decoders[name]
+        complete(snapshot, cursor, options, engine)  # warm
+    for _ in range(args.repeat):  # in turns, so that a change in the machine's load hits both alike
+        for name in names:
+            engine.fused = decoders[name]
+            engine.reset_cache()
+            started = time.perf_counter()
+            result = complete(snapshot, cursor, options, engine).result
+            runs[name].append(Run((time.perf_counter() - started) * 1000, result))
     print(
-        f"completion p50 {statistics.median(walls):.1f} ms, {statistics.median(steps):.0f} steps, "
-        f"{statistics.median(per_step):.2f} ms per step (wall, all included), "
-        f"forward passes {statistics.median(forward):.1f} ms, threads {torch.get_num_threads()}"
+        f"threads {torch.get_num_threads()}; medians of {args.repeat} completions, "
+        "prompt cache reset before each"
     )
+    for name, rows in runs.items():
+        print(f"{name:9s} {summary(rows)}")
+    engine.fused = decoders[names[-1]]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(5):
             engine.reset_cache()

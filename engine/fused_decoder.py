@@ -1,0 +1,263 @@
+"""The decoder's denoising step for inference, in fewer operations than transformers' modules take.
+
+The arithmetic is that of `DiffusionGemmaDecoderModel` plus the soft-capped head (checked against it in
+tests/test_fused_decoder.py); what differs is when things are computed. Whatever stays the same over a
+canvas's steps (rotary tables, the prompt's keys and values, the buffers the canvas's own keys are written
+into) is prepared once per canvas, weights that are multiplied by the same input are fused once per model,
+and transformers' per-call machinery (output recording, mask building, cache concatenation, rotary
+tables per step) is left out. Step cost on a small model is operator dispatch, not arithmetic.
+Shapes: B = rows, C = canvas length, P = prompt tokens in the cache, H = hidden, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import Cache
+
+
+def unsupported_reason(model: torch.nn.Module) -> str | None:
+    """Why the fused step cannot stand in for this model's decoder (None: it can)."""
+    text = model.config.get_text_config()
+    if next(model.parameters()).device.type != "cpu":
+        return "not on a CPU (on an accelerator the step is arithmetic, and transformers' modules run it)"
+    if getattr(text, "use_clipped_linears", False):
+        return "clipped linears"
+    if getattr(text, "attention_bias", False):
+        return "attention biases"
+    if text.hidden_activation != "gelu_pytorch_tanh":
+        return f"activation {text.hidden_activation}"
+    if not text.final_logit_softcapping:
+        return "no logit soft-capping"
+    return None
+
+
+class _Linear:
+    """x @ w.T; on a CPU with oneDNN and a bf16 weight, with the weight reordered once into oneDNN's
+    blocked layout (the plain layout is reordered again at every call, which dominates small matmuls)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.weight = weight.detach()
+        self.out_features = self.weight.shape[0]
+        self.packed = None
+        if self.weight.device.type == "cpu" and self.weight.dtype == torch.bfloat16 and _mkldnn_linear():
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, 16)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return F.linear(x, self.weight)
+        flat = x.reshape(-1, x.shape[-1])
+        out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+def _mkldnn_linear() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def softcap_(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap * tanh(logits / cap) in place, as cap * (2 * sigmoid(2 * logits / cap) - 1): the same within
+    fp32 rounding, and sigmoid is several times faster than tanh on CPU."""
+    return torch.sigmoid_(logits.mul_(2.0 / cap)).mul_(2.0 * cap).sub_(cap)
+
+
+def _fuse_rows(*linears: torch.nn.Linear) -> torch.Tensor:
+    """One weight for linears that read the same input; theirs become views of it (shared with the
+    encoder, which holds the same parameters), so memory does not grow."""
+    fused = torch.cat([linear.weight.detach() for linear in linears], dim=0)
+    start = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight.data = fused[start : start + rows]
+        start += rows
+    return fused
+
+
+@dataclass
+class _Norm:
+    """An RMS norm as DiffusionGemmaRMSNorm computes it (in fp32, cast back), its fp32 scale kept."""
+
+    weight: torch.Tensor | None  # [D] fp32, or None for a norm without scale
+    eps: float
+
+    @classmethod
+    def of(cls, module: torch.nn.Module) -> _Norm:
+        weight = module.weight.detach().float() if module.with_scale else None
+        return cls(weight, module.variance_epsilon)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x.float(), (x.shape[-1],), self.weight, self.eps).to(x.dtype)
+
+
+class _Layer:
+    """One decoder layer's weights, read once from the transformers module."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        attn = layer.self_attn
+        self.index = layer.layer_idx
+        self.layer_type = attn.layer_type
+        self.head_dim = attn.head_dim
+        self.kv_heads = attn.k_proj.weight.shape[0] // attn.head_dim
+        self.heads = attn.q_proj.weight.shape[0] // attn.head_dim
+        projections = [attn.q_proj, attn.k_proj] + ([attn.v_proj] if attn.v_proj is not None else [])
+        self.qkv = _Linear(_fuse_rows(*projections))  # [(heads + kv_heads [+ kv_heads]) * D, H]
+        self.separate_values = attn.v_proj is not None
+        # q_norm and k_norm as one norm over [heads + kv_heads] head vectors with stacked scales
+        self.qk_scale = torch.cat(
+            [attn.q_norm.weight.detach().float().expand(self.heads, -1),
+             attn.k_norm.weight.detach().float().expand(self.kv_heads, -1)]
+        )  # fmt: skip
+        self.eps = attn.q_norm.variance_epsilon
+        self.o_proj = _Linear(attn.o_proj.weight)
+        self.input_norm = _Norm.of(layer.input_layernorm)
+        self.post_attention_norm = _Norm.of(layer.post_attention_layernorm)
+        self.pre_ff_norm = _Norm.of(layer.pre_feedforward_layernorm)
+        self.post_ff_norm = _Norm.of(layer.post_feedforward_layernorm)
+        self.post_ff_norm_1 = _Norm.of(layer.post_feedforward_layernorm_1)
+        self.post_ff_norm_2 = _Norm.of(layer.post_feedforward_layernorm_2)
+        self.pre_ff_norm_2 = _Norm.of(layer.pre_feedforward_layernorm_2)
+        self.gate_up = _Linear(_fuse_rows(layer.mlp.gate_proj, layer.mlp.up_proj))  # [2I, H]
+        self.down = _Linear(layer.mlp.down_proj.weight)
+        router = layer.router
+        self.router_norm = _Norm.of(router.norm)
+        self.router_scale = router.scale.detach()
+        self.router_root = router.scalar_root_size
+        self.router_proj = _Linear(router.proj.weight)
+        self.per_expert_scale = router.per_expert_scale.detach()
+        self.top_k = router.config.top_k_experts
+        self.experts = layer.experts.num_experts
+        self.expert_gate_up = [_Linear(w) for w in layer.experts.gate_up_proj.detach()]  # E x [2I', H]
+        self.expert_down = [_Linear(w) for w in layer.experts.down_proj.detach()]  # E x [H, I']
+        scalar = layer.layer_scalar.detach()
+        self.scalar = None if bool((scalar == 1).all()) else scalar
+
+    def qk_norm(self, qk: torch.Tensor) -> torch.Tensor:
+        """q_norm and k_norm in one pass over [B, C, heads + kv_heads, D]."""
+        normed = F.rms_norm(qk.float(), (self.head_dim,), None, self.eps) * self.qk_scale
+        return normed.to(qk.dtype)
+
+    def moe(self, x: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
+        """The routed experts as transformers computes them: `routed` chooses, `x` is what they read."""
+        normed = self.router_norm(routed) * self.router_scale * self.router_root
+        probs = self.router_proj(normed).softmax(dim=-1, dtype=torch.float32)
+        weights, index = probs.topk(self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[index]
+        experts, order = index.reshape(-1).sort()
+        counts = torch.bincount(experts, minlength=self.experts).tolist()
+        picked = x[order // self.top_k]
+        parts = []
+        start = 0
+        for expert, count in enumerate(counts):
+            if count:
+                gate, up = self.expert_gate_up[expert](picked[start : start + count]).chunk(2, dim=-1)
+                parts.append(self.expert_down[expert](F.gelu(gate, approximate="tanh") * up))
+                start += count
+        out = torch.cat(parts) * weights.reshape(-1)[order, None]  # fp32, as transformers weighs them
+        restored = torch.empty_like(out).index_copy_(0, order, out)
+        return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
+
+
+class CanvasStep:
+    """The decoder over one canvas of B rows at fixed positions against a prompt cache, step after step."""
+
+    def __init__(self, fused: FusedDecoder, cache: Cache, positions: torch.Tensor, batch: int) -> None:
+        self.fused = fused
+        length = positions.shape[-1]
+        dtype = fused.dtype
+        self.rotary: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        probe = torch.empty(0, dtype=dtype, device=positions.device)
+        for layer_type in {layer.layer_type for layer in fused.layers}:
+            cos, sin = fused.rotary_emb(probe, positions, layer_type)  # [1 or B, C, D]
+            self.rotary[layer_type] = (cos[:, :, None], sin[:, :, None])
+        # Per layer: the prompt's keys and values followed by room for the canvas's, written each step.
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for layer in fused.layers:
+            cached = cache.layers[layer.index]
+            prompt = cached.keys.shape[-2] if cached.keys is not None and cached.keys.numel() else 0
+            shape = (batch, layer.kv_heads, prompt + length, layer.head_dim)
+            keys = torch.empty(shape, dtype=dtype, device=positions.device)
+            values = torch.empty(shape, dtype=dtype, device=positions.device)
+            if prompt:
+                keys[:, :, :prompt] = cached.keys
+                values[:, :, :prompt] = cached.values
+            self.keys.append(keys)
+            self.values.append(values)
+        self.prompt_lengths = [k.shape[-2] - length for k in self.keys]
+
+    @torch.inference_mode()
+    def __call__(self, canvas: torch.Tensor, self_conditioning: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of one denoising step ([B, C] tokens, previous logits or None) -> [B, C, V] fp32."""
+        fused = self.fused
+        hidden = F.embedding(canvas, fused.embedding) * fused.embed_scale
+        if self_conditioning is not None:
+            probs = self_conditioning.softmax(dim=-1, dtype=torch.float32).to(fused.dtype)
+            soft = fused.soft_embedding(probs)
+            signal = fused.sc_pre_norm(soft * fused.embed_scale)
+            gate, up = fused.sc_gate_up(signal).chunk(2, dim=-1)
+            hidden = hidden + fused.sc_down(F.gelu(gate, approximate="tanh") * up)
+        hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
+        for i, layer in enumerate(fused.layers):
+            hidden = self._layer(i, layer, hidden)
+        logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
+        return softcap_(logits, fused.softcap)
+
+    def _layer(self, i: int, layer: _Layer, hidden: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = hidden.shape
+        d, heads, kv = layer.head_dim, layer.heads, layer.kv_heads
+        projected = layer.qkv(layer.input_norm(hidden)).view(batch, length, -1, d)
+        raw_keys = projected[:, :, heads : heads + kv]
+        values = projected[:, :, heads + kv :] if layer.separate_values else raw_keys
+        values = F.rms_norm(values.float(), (d,), None, layer.eps).to(hidden.dtype)
+        cos, sin = self.rotary[layer.layer_type]
+        qk = layer.qk_norm(projected[:, :, : heads + kv])
+        half = d // 2
+        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+        qk = qk * cos + rotated * sin  # [B, C, heads + kv, D]
+        start = self.prompt_lengths[i]
+        keys, all_values = self.keys[i], self.values[i]
+        keys[:, :, start:] = qk[:, :, heads:].transpose(1, 2)
+        all_values[:, :, start:] = values.transpose(1, 2)
+        attended = F.scaled_dot_product_attention(
+            qk[:, :, :heads].transpose(1, 2), keys, all_values, scale=1.0, enable_gqa=heads != kv
+        )  # [B, heads, C, D]
+        attended = layer.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
+        hidden = hidden + layer.post_attention_norm(attended)
+
+        gate, up = layer.gate_up(layer.pre_ff_norm(hidden)).chunk(2, dim=-1)
+        dense = layer.post_ff_norm_1(layer.down(F.gelu(gate, approximate="tanh") * up))
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        routed = layer.moe(layer.pre_ff_norm_2(flat), flat).view(hidden.shape)
+        hidden = hidden + layer.post_ff_norm(dense + layer.post_ff_norm_2(routed))
+        return hidden if layer.scalar is None else hidden * layer.scalar
+
+
+class FusedDecoder:
+    """The decoder's weights arranged for `CanvasStep`, built once per model (see `unsupported_reason`)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        reason = unsupported_reason(model)
+        if reason:
+            raise ValueError(f"the fused decoder does not support this model: {reason}")
+        decoder = model.model.decoder
+        self.dtype = decoder.embed_tokens.weight.dtype
+        self.embedding = decoder.embed_tokens.weight.detach()  # [V, H], tied with the head
+        self.head = _Linear(self.embedding)
+        self.soft_embedding = _Linear(self.embedding.t().contiguous())  # probabilities [V] -> [H]
+        if model.lm_head.weight.data_ptr() != self.embedding.data_ptr():
+            raise ValueError("the fused decoder needs the head tied to the embedding")
+        self.embed_scale = decoder.embed_tokens.embed_scale.to(self.dtype)
+        self.softcap = float(model.config.get_text_config().final_logit_softcapping)
+        sc = decoder.self_conditioning
+        self.sc_pre_norm = _Norm.of(sc.pre_norm)
+        self.sc_post_norm = _Norm.of(sc.post_norm)
+        self.sc_gate_up = _Linear(_fuse_rows(sc.gate_proj, sc.up_proj))
+        self.sc_down = _Linear(sc.down_proj.weight)
+        self.rotary_emb = decoder.rotary_emb
+        self.layers = [_Layer(layer) for layer in decoder.layers[: decoder.text_config.num_hidden_layers]]
+        self.final_norm = _Norm.of(decoder.norm)
+
+    def for_canvas(self, cache: Cache, positions: torch.Tensor, batch: int) -> CanvasStep:
+        return CanvasStep(self, cache, positions, batch)

@@ -1,0 +1,77 @@
+"""The fused decoder step computes what transformers' DiffusionGemma decoder computes: the same logits
+(within float rounding) on a random-weight model of the released architecture (sliding and full
+attention layers, separate and shared values, MoE, soft-capping) in fp32 and on the bundled bf16 model,
+with and without self-conditioning, over several rows and a prompt longer than the sliding window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+
+from engine.forward import decoder_masks, denoise_logits, new_cache
+from engine.fused_decoder import FusedDecoder, softcap_, unsupported_reason
+from engine.prompt_cache import extend_cache
+from evaluation.gpu_bench import TINY_TEXT
+from training.shapes import _TINY_VISION
+
+BUNDLED = Path(__file__).parent.parent / "engine" / "default"
+
+
+def released_shape() -> DiffusionGemmaForBlockDiffusion:
+    torch.manual_seed(0)
+    text = dict(TINY_TEXT, final_logit_softcapping=30.0)
+    config = DiffusionGemmaConfig(text_config=text, vision_config=dict(_TINY_VISION), canvas_length=16)
+    return DiffusionGemmaForBlockDiffusion(config).eval()
+
+
+def compare(model, prompt: int, canvas: int, rows: int, tolerance: float) -> None:
+    vocab = model.config.get_text_config().vocab_size
+    g = torch.Generator().manual_seed(prompt + canvas + rows)
+    cache = new_cache(model)
+    extend_cache(model, cache, torch.randint(2, vocab, (1, prompt), generator=g))
+    if rows > 1:
+        cache.batch_repeat_interleave(rows)
+    tokens = torch.randint(2, vocab, (rows, canvas), generator=g)
+    positions = torch.arange(prompt, prompt + canvas)[None]
+    with torch.inference_mode():
+        masks = decoder_masks(model, tokens, cache)
+        first = denoise_logits(model, tokens, cache, positions, masks)
+        second = denoise_logits(model, tokens, cache, positions, masks, first)
+        step = FusedDecoder(model).for_canvas(cache, positions, rows)
+        assert (step(tokens) - first).abs().max() <= tolerance
+        assert (step(tokens, first) - second).abs().max() <= tolerance
+        again = step(tokens.flip(0), first.flip(0))  # a step reuses the canvas's buffers
+        assert (
+            again - denoise_logits(model, tokens.flip(0), cache, positions, masks, first.flip(0))
+        ).abs().max() <= tolerance
+        # Fusing leaves the model's own modules computing what they did (its weights became views).
+        assert torch.equal(denoise_logits(model, tokens, cache, positions, masks, first), second)
+
+
+@pytest.mark.parametrize(("prompt", "rows"), [(24, 1), (24, 3), (100, 2)])
+def test_fused_step_matches_transformers_on_the_released_architecture(prompt, rows):
+    compare(released_shape(), prompt, 16, rows, tolerance=1e-4)
+
+
+@pytest.mark.parametrize(("canvas", "rows"), [(16, 1), (32, 3)])
+def test_fused_step_matches_transformers_on_the_bundled_bf16_model(canvas, rows):
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16).eval()
+    compare(model, 200, canvas, rows, tolerance=1e-3)
+
+
+def test_softcap_in_place_is_tanh_within_rounding():
+    logits = torch.randn(4, 1000) * 40
+    expected = torch.tanh(logits / 30.0) * 30.0
+    assert (softcap_(logits.clone(), 30.0) - expected).abs().max() < 1e-4
+
+
+def test_models_the_fused_step_does_not_cover_are_named():
+    model = released_shape()
+    assert unsupported_reason(model) is None
+    model.config.text_config.use_clipped_linears = True
+    assert unsupported_reason(model) == "clipped linears"
+    with pytest.raises(ValueError, match="clipped linears"):
+        FusedDecoder(model)
