@@ -39,14 +39,15 @@ class _Linear:
     blocked layout (the plain layout is reordered again at every call, which dominates small matmuls)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        self.weight = weight.detach()
-        self.out_features = self.weight.shape[0]
+        self.weight: torch.Tensor | None = weight.detach()
+        self.out_features = weight.shape[0]
         self.packed = None
-        if self.weight.device.type == "cpu" and self.weight.dtype == torch.bfloat16 and _mkldnn_linear():
+        if weight.device.type == "cpu" and weight.dtype == torch.bfloat16 and _mkldnn_linear():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, 16)
+            self.weight = None  # the packed copy is all a call needs; a copy made for it is freed
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is None:
+        if self.weight is not None:
             return F.linear(x, self.weight)
         flat = x.reshape(-1, x.shape[-1])
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
