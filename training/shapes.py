@@ -68,6 +68,20 @@ SHAPES: dict[str, ModelShape] = {
         moe_intermediate_size=256,
         canvas_length=32,
     ),
+    # "small" with a 4,096-token vocabulary: the tied head and embedding are a third of its FLOPs.
+    "small-v4k": ModelShape(
+        vocab_size=4096,
+        hidden_size=256,
+        num_layers=4,
+        num_heads=4,
+        num_kv_heads=1,
+        head_dim=64,
+        intermediate_size=512,
+        num_experts=8,
+        top_k_experts=2,
+        moe_intermediate_size=256,
+        canvas_length=32,
+    ),
     "deep8": ModelShape(
         vocab_size=8192,
         hidden_size=256,
