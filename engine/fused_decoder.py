@@ -5,7 +5,8 @@ tests/test_fused_decoder.py); what differs is when things are computed. Whatever
 canvas's steps (rotary tables, the prompt's keys and values, the buffers the canvas's own keys are written
 into) is prepared once per canvas, weights that are multiplied by the same input are fused once per model,
 and transformers' per-call machinery (output recording, mask building, cache concatenation, rotary
-tables per step) is left out. Step cost on a small model is operator dispatch, not arithmetic.
+tables per step) is left out. On a small model a step's cost is per-call overhead (many little
+operators and small matmuls), not arithmetic.
 Shapes: B = rows, C = canvas length, P = prompt tokens in the cache, H = hidden, V = vocabulary.
 """
 
