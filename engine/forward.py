@@ -15,6 +15,13 @@ def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
     return logits if not cap else torch.tanh(logits / cap) * cap
 
 
+def softcap_(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """`softcap` in place on a fresh tensor outside autograd, as cap * (2 sigmoid(2 logits / cap) - 1):
+    the same within fp32 rounding, and faster on a CPU for one canvas's logits, where tanh is slow
+    (for training's much larger logits the extra passes cost more than tanh, so `softcap` keeps it)."""
+    return torch.sigmoid_(logits.mul_(2.0 / cap)).mul_(2.0 * cap).sub_(cap)
+
+
 def encode(
     model: torch.nn.Module,
     ids: torch.Tensor,  # [B, T]

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from transformers import Cache
 
+from engine.forward import softcap_
+
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
     """Why the fused step cannot stand in for this model's decoder (None: it can)."""
@@ -32,6 +34,8 @@ def unsupported_reason(model: torch.nn.Module) -> str | None:
         return f"activation {text.hidden_activation}"
     if not text.final_logit_softcapping:
         return "no logit soft-capping"
+    if model.lm_head.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr():
+        return "a head not tied to the embedding"
     return None
 
 
@@ -57,12 +61,6 @@ class _Linear:
 
 def _mkldnn_linear() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-def softcap_(logits: torch.Tensor, cap: float) -> torch.Tensor:
-    """cap * tanh(logits / cap) in place, as cap * (2 * sigmoid(2 * logits / cap) - 1): the same within
-    fp32 rounding, and sigmoid is several times faster than tanh on CPU."""
-    return torch.sigmoid_(logits.mul_(2.0 / cap)).mul_(2.0 * cap).sub_(cap)
 
 
 def _fuse_rows(*linears: torch.nn.Linear) -> torch.Tensor:
@@ -129,7 +127,6 @@ class _Layer:
         self.router_proj = _Linear(router.proj.weight)
         self.per_expert_scale = router.per_expert_scale.detach()
         self.top_k = router.config.top_k_experts
-        self.experts = layer.experts.num_experts
         self.expert_gate_up = [_Linear(w) for w in layer.experts.gate_up_proj.detach()]  # E x [2I', H]
         self.expert_down = [_Linear(w) for w in layer.experts.down_proj.detach()]  # E x [H, I']
         scalar = layer.layer_scalar.detach()
@@ -147,7 +144,7 @@ class _Layer:
         weights, index = probs.topk(self.top_k, dim=-1)
         weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[index]
         experts, order = index.reshape(-1).sort()
-        counts = torch.bincount(experts, minlength=self.experts).tolist()
+        counts = torch.bincount(experts, minlength=len(self.expert_gate_up)).tolist()
         picked = x[order // self.top_k]
         parts = []
         start = 0
@@ -248,8 +245,6 @@ class FusedDecoder:
         self.embedding = decoder.embed_tokens.weight.detach()  # [V, H], tied with the head
         self.head = _Linear(self.embedding)
         self.soft_embedding = _Linear(self.embedding.t().contiguous())  # probabilities [V] -> [H]
-        if model.lm_head.weight.data_ptr() != self.embedding.data_ptr():
-            raise ValueError("the fused decoder needs the head tied to the embedding")
         self.embed_scale = decoder.embed_tokens.embed_scale.to(self.dtype)
         self.softcap = float(model.config.get_text_config().final_logit_softcapping)
         sc = decoder.self_conditioning

@@ -40,7 +40,6 @@ class LocalEngine:
         settings: SamplerSettings,
         info: EngineInfo,
         max_prompt_tokens: int = 2048,
-        fused_decoder: bool = True,
     ) -> None:
         self.model = model.eval()
         self.format = prompt_format
@@ -55,9 +54,7 @@ class LocalEngine:
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         # The decoder step in fewer operations where it applies (a CPU); None: transformers' modules.
-        self.fused: FusedDecoder | None = (
-            FusedDecoder(model) if fused_decoder and unsupported_reason(model) is None else None
-        )
+        self.fused: FusedDecoder | None = FusedDecoder(model) if unsupported_reason(model) is None else None
 
     def warm_up(self) -> None:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""

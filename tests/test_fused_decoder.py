@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
-from engine.forward import decoder_masks, denoise_logits, new_cache
-from engine.fused_decoder import FusedDecoder, softcap_, unsupported_reason
+from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
+from engine.fused_decoder import FusedDecoder, unsupported_reason
 from engine.prompt_cache import extend_cache
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
@@ -20,10 +20,12 @@ from training.shapes import _TINY_VISION
 BUNDLED = Path(__file__).parent.parent / "engine" / "default"
 
 
-def released_shape() -> DiffusionGemmaForBlockDiffusion:
+def released_shape(tied: bool = True) -> DiffusionGemmaForBlockDiffusion:
     torch.manual_seed(0)
-    text = dict(TINY_TEXT, final_logit_softcapping=30.0)
-    config = DiffusionGemmaConfig(text_config=text, vision_config=dict(_TINY_VISION), canvas_length=16)
+    text = dict(TINY_TEXT, final_logit_softcapping=30.0, tie_word_embeddings=tied)
+    config = DiffusionGemmaConfig(
+        text_config=text, vision_config=dict(_TINY_VISION), canvas_length=16, tie_word_embeddings=tied
+    )
     return DiffusionGemmaForBlockDiffusion(config).eval()
 
 
@@ -75,3 +77,9 @@ def test_models_the_fused_step_does_not_cover_are_named():
     assert unsupported_reason(model) == "clipped linears"
     with pytest.raises(ValueError, match="clipped linears"):
         FusedDecoder(model)
+
+
+def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
+    model = released_shape(tied=False)
+    assert model.lm_head.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr()
+    assert unsupported_reason(model) == "a head not tied to the embedding"

@@ -23,6 +23,21 @@ class ModelShape:
     max_positions: int = 4096
 
 
+# The bundled CPU model: ~11M parameters, ~4M active per token, canvas 32.
+_SMALL = ModelShape(
+    vocab_size=8192,
+    hidden_size=256,
+    num_layers=4,
+    num_heads=4,
+    num_kv_heads=1,
+    head_dim=64,
+    intermediate_size=512,
+    num_experts=8,
+    top_k_experts=2,
+    moe_intermediate_size=256,
+    canvas_length=32,
+)
+
 SHAPES: dict[str, ModelShape] = {
     # Test-only: random weights in well under a second, a few hundred KB.
     "tiny": ModelShape(
@@ -39,62 +54,13 @@ SHAPES: dict[str, ModelShape] = {
         canvas_length=16,
         max_positions=2048,
     ),
-    # The bundled CPU model: ~11M parameters, ~4M active per token, canvas 32.
-    "small": ModelShape(
-        vocab_size=8192,
-        hidden_size=256,
-        num_layers=4,
-        num_heads=4,
-        num_kv_heads=1,
-        head_dim=64,
-        intermediate_size=512,
-        num_experts=8,
-        top_k_experts=2,
-        moe_intermediate_size=256,
-        canvas_length=32,
-    ),
+    "small": _SMALL,
     # Ablations of "small" at about its active parameters: two experts instead of eight (the expert
     # loop costs wall-clock time on a CPU), and deep-and-thin (MobileLLM) with two small experts.
-    "small-e2": ModelShape(
-        vocab_size=8192,
-        hidden_size=256,
-        num_layers=4,
-        num_heads=4,
-        num_kv_heads=1,
-        head_dim=64,
-        intermediate_size=512,
-        num_experts=2,
-        top_k_experts=2,
-        moe_intermediate_size=256,
-        canvas_length=32,
-    ),
+    "small-e2": replace(_SMALL, num_experts=2),
+    "deep8": replace(_SMALL, num_layers=8, intermediate_size=256, num_experts=2, moe_intermediate_size=128),
     # "small" with a 4,096-token vocabulary: the tied head and embedding are a third of its FLOPs.
-    "small-v4k": ModelShape(
-        vocab_size=4096,
-        hidden_size=256,
-        num_layers=4,
-        num_heads=4,
-        num_kv_heads=1,
-        head_dim=64,
-        intermediate_size=512,
-        num_experts=8,
-        top_k_experts=2,
-        moe_intermediate_size=256,
-        canvas_length=32,
-    ),
-    "deep8": ModelShape(
-        vocab_size=8192,
-        hidden_size=256,
-        num_layers=8,
-        num_heads=4,
-        num_kv_heads=1,
-        head_dim=64,
-        intermediate_size=256,
-        num_experts=2,
-        top_k_experts=2,
-        moe_intermediate_size=128,
-        canvas_length=32,
-    ),
+    "small-v4k": replace(_SMALL, vocab_size=4096),
     # For a lent GPU: ~30M parameters, still small enough to ship in bf16 under 60 MB.
     "base": ModelShape(
         vocab_size=8192,
