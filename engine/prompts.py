@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
+from engine.line_tokens import LineMemoEncoder
 from engine.tokenizer import SpecialIds, language_token
 
 CURSOR_MARK = "<|missing code|>"
@@ -45,13 +46,14 @@ class FimFormat:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
+        self.lines = LineMemoEncoder(tokenizer)  # a keystroke re-tokenizes one line, not the windows
         self.special = SpecialIds.of(tokenizer)
         self.vocab_size = tokenizer.get_vocab_size()
         self.eos_ids = frozenset({self.special.eos})
         self.suppressed_ids = tuple(i for i in self.special.all if i != self.special.eos)
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        return self.lines.encode(text)
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """(start, end) characters of each token of `encode(text)`."""

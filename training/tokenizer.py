@@ -8,27 +8,16 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from engine.line_tokens import PRE_TOKENIZER_PATTERN
 from engine.tokenizer import special_tokens
 from training.data import load_documents
-
-# Code-aware pre-tokenization: a newline run keeps the next line's indentation in the same piece,
-# so BPE learns tokens like "\n        " that carry a line's whole indentation.
-_SPLIT = (
-    r"(?:\r?\n)+[ \t]*"
-    r"|[ \t]+(?=\r?\n)"
-    r"|[^\r\n\p{L}\p{N}]?\p{L}+"
-    r"| ?\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+"
-    r"|[ \t]+(?!\S)"
-    r"|[ \t]+"
-)
 
 
 def new_bpe_tokenizer() -> Tokenizer:
     tokenizer = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+            pre_tokenizers.Split(Regex(PRE_TOKENIZER_PATTERN), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
