@@ -30,6 +30,21 @@ def test_big_file_has_five_thousand_lines_and_types_in_its_middle():
     lines = big.initial.count("\n")
     assert 4500 <= lines <= 5500
     assert lines * 0.4 < big.initial[: big.segments[0].offset].count("\n") < lines * 0.6
+    text = big.initial
+    for segment in big.segments:  # every segment, typed in the middle copy only
+        text = text[: segment.offset] + segment.text + text[segment.offset :]
+    script = load_scripts()[0]
+    copies = big.initial.count(script.initial)
+    assert len(big.segments) == len(script.segments) and text.count(_typed(script)) == 1
+    assert text.index(_typed(script)) == (copies // 2) * len(script.initial)
+    assert text.replace(_typed(script), script.initial) == big.initial
+
+
+def _typed(script):
+    text = script.initial
+    for segment in script.segments:
+        text = text[: segment.offset] + segment.text + text[segment.offset :]
+    return text
 
 
 def test_a_short_benchmark_run_reports_every_figure(tiny_model_dir, tmp_path, capsys):

@@ -53,17 +53,16 @@ def load_scripts(folder: Path = FIXTURES) -> list[Script]:
 
 
 def big_file(script: Script, lines: int = 5000) -> Script:
-    """The script's file repeated to `lines` lines, typing only in its middle copy: overhead on a big file."""
+    """The script's file repeated to `lines` lines, typing its segments in the middle copy: overhead on a
+    big file (every segment, so that its percentiles rest on as many answers as the script gives)."""
     unit = script.initial if script.initial.endswith("\n") else script.initial + "\n"
     copies = max(1, lines // unit.count("\n"))
-    middle = copies // 2
-    segment = script.segments[0]
-    offset = middle * len(unit) + segment.offset
+    before = (copies // 2) * len(unit)  # the copies above the middle one are never typed in
     return Script(
         name=f"{script.name} x{copies} ({copies * unit.count(chr(10))} lines)",
         language_id=script.language_id,
         initial=unit * copies,
-        segments=(Segment(offset=offset, text=segment.text),),
+        segments=tuple(Segment(offset=before + s.offset, text=s.text) for s in script.segments),
     )
 
 
