@@ -14,8 +14,11 @@ from safetensors.torch import load_file, save_file
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
+from evaluation.benchmarks import BENCHMARKS, heldout
+from evaluation.runner import run_eval
 from training.checkpoint import new_model
 from training.cli import main
+from training.completion_check import CHECK_SET, MODEL_ALONE
 from training.config import TrainConfig
 from training.data import Document, choose_span, examples
 from training.objective import canvas_weights
@@ -79,6 +82,28 @@ def test_train_resume_export_and_load(tmp_path):
     assert progress["step"] == 8 and progress["cooldown"] == {"from": 5, "steps": 3}
     main([*common[:4], str(branch), *common[5:], "--log-every", "1"])  # a finished cooldown stays finished
     assert json.loads((branch / "state" / "progress.json").read_text())["step"] == 8
+
+
+def test_validation_completes_held_out_positions_as_the_exported_model_would(tmp_path):
+    data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
+    shutil.copytree(data / "train", data / "valid")  # validation documents (their loss is not checked)
+    main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
+    main(
+        ["run", "--corpus", str(data), "--run", str(run), "--shape", "tiny", "--batch-size", "2"]
+        + ["--threads", "1", "--steps", "1", "--validate-every-tokens", "1e9", "--completion-rows", "3"]
+    )  # one step, validated after it: the weights checked are the weights saved
+    rows = [json.loads(line) for line in (run / "valid.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["completion_rows"] == 3
+    assert "model alone on 3 held-out positions" in (run / "train.log").read_text()
+    main(["export", "--run", str(run), "--out", str(tmp_path / "model"), "--raw"])
+    engine = load_engine(str(tmp_path / "model"), device="cpu")
+    items = list(heldout(Path(), CHECK_SET))[:3]
+    report = run_eval(engine, BENCHMARKS["heldout"], items, MODEL_ALONE, language=CHECK_SET)
+    exported = report.summaries[0]
+    assert (exported.exact_match, exported.edit_similarity) == (
+        rows[0]["completion_em"],
+        pytest.approx(rows[0]["completion_es"], abs=1e-9),
+    )
 
 
 def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):

@@ -55,13 +55,13 @@ def save_checkpoint(
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     model.generation_config = generation_config(tokenizer, settings or SamplerSettings())
-    to_save = model if dtype is None else _cast_copy(model, dtype)
+    to_save = model if dtype is None else cast_copy(model, dtype)
     to_save.save_pretrained(folder, safe_serialization=True, max_shard_size="15MB")
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
 
 
-def _cast_copy(model: DiffusionGemmaForBlockDiffusion, dtype: torch.dtype) -> DiffusionGemmaForBlockDiffusion:
+def cast_copy(model: DiffusionGemmaForBlockDiffusion, dtype: torch.dtype) -> DiffusionGemmaForBlockDiffusion:
     copy = DiffusionGemmaForBlockDiffusion(model.config)
     copy.load_state_dict(model.state_dict())
     copy.generation_config = model.generation_config

@@ -56,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--warmup-steps", type=int, default=300)
     tr.add_argument("--max-tokens", type=float, default=0, help="stop once the run has seen this many tokens")
     tr.add_argument("--validate-every-tokens", type=float, default=0, help="validation loss every N tokens")
+    tr.add_argument(
+        "--completion-rows", type=int, default=0,
+        help="at each validation, also complete this many held-out positions with the model alone",
+    )  # fmt: skip
     tr.add_argument("--draft-share", type=float, default=0.0, help="share of canvases started from a draft")
     tr.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
@@ -103,6 +107,7 @@ def session(args: argparse.Namespace) -> Session:
         cooldown_steps=args.cooldown_steps,
         from_snapshot=Path(args.from_snapshot) if args.from_snapshot else None,
         validate_every_tokens=args.validate_every_tokens,
+        completion_rows=args.completion_rows,
         log_every=args.log_every,
         save_every_min=args.save_every_min,
         overrides=dict(item.split("=", 1) for item in args.set),

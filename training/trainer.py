@@ -21,6 +21,7 @@ from engine.loading import bound_kernel_caches
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model
+from training.completion_check import completion_figures
 from training.config import TrainConfig
 from training.data import load_documents
 from training.muon import MuonAdamW, is_hidden_matrix
@@ -44,6 +45,7 @@ class Session:
     cooldown_steps: int = 0
     from_snapshot: Path | None = None
     validate_every_tokens: float = 0
+    completion_rows: int = 0  # held-out positions completed by the model alone at each validation
     log_every: int = 20
     save_every_min: float = 10
     # Objective fields set on the run's config from now on (a branch that ramps the canvas loss in,
@@ -250,7 +252,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         progress["canvas_tokens"] += figures.canvas_tokens
         window.append((figures.diffusion, figures.ar, elapsed, figures.tokens))
         if validation and progress["tokens"] >= next_validation:
-            record_validation(run, model, validation, cfg, device, progress)
+            record_validation(run, model, validation, cfg, device, progress, fmt, session.completion_rows)
             next_validation = progress["tokens"] + session.validate_every_tokens
         if progress["step"] % session.log_every == 0:
             d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
@@ -271,16 +273,33 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     logger.info("saved at step %d", progress["step"])
 
 
+COMPLETIONS_LOGGED = (
+    ", model alone on {completion_rows} held-out positions: EM {completion_em:.3f} ES {completion_es:.3f}"
+)
+
+
 def record_validation(
-    run: Run, model, batches: list[Batch], cfg: TrainConfig, device: str, progress: dict
+    run: Run,
+    model,
+    batches: list[Batch],
+    cfg: TrainConfig,
+    device: str,
+    progress: dict,
+    fmt: FimFormat,
+    completion_rows: int = 0,
 ) -> None:
     figures = validate(model, batches, cfg, device)
+    completions = ""
+    if completion_rows and device == "cpu":  # the check serves a bf16 copy as the CPU server would
+        figures |= completion_figures(model, fmt, completion_rows)
+        completions = COMPLETIONS_LOGGED.format(**figures)
     run.append_validation(
         {k: progress.get(k, 0) for k in ("step", "tokens", "seconds", "cpu_seconds")} | figures
     )
     logger.info(
-        "validation at %.2fM tokens: ar %.3f canvas %.3f",
+        "validation at %.2fM tokens: ar %.3f canvas %.3f%s",
         progress["tokens"] / 1e6,
         figures["ar"],
         figures["canvas"],
+        completions,
     )
