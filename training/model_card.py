@@ -206,16 +206,34 @@ def curve_section(model: Path, validation: list[dict]) -> str:
     tokens = [row["tokens"] / 1e6 for row in validation]
     hours = [row.get("cpu_seconds", row["seconds"]) / 3600 for row in validation]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+    handles = []
     for ax, x, label in ((axes[0], tokens, "training tokens (millions)"), (axes[1], hours, "CPU hours")):
-        ax.plot(x, [row["ar"] for row in validation], marker=".", label="next-token (AR) loss")
-        ax.plot(x, [row["canvas"] for row in validation], marker=".", label="canvas (diffusion) loss")
+        handles = [
+            *ax.plot(x, [row["ar"] for row in validation], marker=".", label="next-token (AR) loss"),
+            *ax.plot(x, [row["canvas"] for row in validation], marker=".", label="canvas (diffusion) loss"),
+        ]
         ax.set(xlabel=label, ylabel="validation loss, nats/token")
         ax.grid(alpha=0.3)
-    axes[0].legend()
+        checked = [(x_i, row) for x_i, row in zip(x, validation, strict=True) if "completion_es" in row]
+        if checked:  # what users get, where the run measured it (`--completion-rows`)
+            right = ax.twinx()
+            handles += right.plot(
+                [x_i for x_i, _ in checked], [row["completion_es"] for _, row in checked],
+                marker="s", color="tab:green", label="model alone: edit similarity (right axis)",
+            )  # fmt: skip
+            right.set(ylabel="edit similarity, held-out positions", ylim=(0, None))
+    axes[0].legend(handles=handles, fontsize="small")
     fig.suptitle("Validation loss on held-out Python (fixed batches, the corpus' valid split)")
     fig.savefig(model / "training-curve.png", dpi=100)
     plt.close(fig)
     last = validation[-1]
+    completions = ""
+    if "completion_es" in last:
+        completions = (
+            f" The model alone on the first {last['completion_rows']} held-out calibration positions "
+            f"(the server's pipeline, no drafts, no gates, no deadline): EM {last['completion_em']:.3f}, "
+            f"ES {last['completion_es']:.3f}."
+        )
     return "\n".join(
         [
             "## Training curve",
@@ -224,7 +242,7 @@ def curve_section(model: Path, validation: list[dict]) -> str:
             "",
             f"Last point: {last['tokens']:,} tokens, AR loss {last['ar']:.3f}, "
             f"canvas loss {last['canvas']:.3f} "
-            "(the run's valid.jsonl; the validation batches are the same for every run).",
+            f"(the run's valid.jsonl; the validation batches are the same for every run).{completions}",
         ]
     )
 
