@@ -64,7 +64,7 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
         if request.deadline is not None and time.monotonic() >= request.deadline:
             reason = "deadline"
             break
-        hidden = extend_cache(engine.model, cache, torch.tensor([[token]]))  # [1, 1, H]
+        hidden = extend_cache(engine.model, cache, torch.tensor([[token]]), engine.fused)  # [1, 1, H]
         engine.prompt_cache.record(cache, [token])
     finished = time.perf_counter()
 

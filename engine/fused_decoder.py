@@ -12,13 +12,17 @@ Shapes: B = rows, C = canvas length, P = prompt tokens in the cache, H = hidden,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from transformers import Cache
 
 from engine.forward import softcap_
+
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
@@ -36,6 +40,8 @@ def unsupported_reason(model: torch.nn.Module) -> str | None:
         return "no logit soft-capping"
     if model.lm_head.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr():
         return "a head not tied to the embedding"
+    if getattr(text, "use_bidirectional_attention", None) == "all":
+        return "a bidirectional encoder"
     return None
 
 
@@ -157,6 +163,34 @@ class _Layer:
         restored = torch.empty_like(out).index_copy_(0, order, out)
         return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
 
+    def __call__(
+        self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Attend
+    ) -> torch.Tensor:
+        """The layer over [B, T, H]; `attend` does the attention: (queries [B, heads, T, D], this pass's
+        keys and values [B, kv_heads, T, D]) -> [B, heads, T, D]."""
+        batch, length, _ = hidden.shape
+        d, heads, kv = self.head_dim, self.heads, self.kv_heads
+        projected = self.qkv(self.input_norm(hidden)).view(batch, length, -1, d)
+        raw_keys = projected[:, :, heads : heads + kv]
+        values = projected[:, :, heads + kv :] if self.separate_values else raw_keys
+        values = F.rms_norm(values.float(), (d,), None, self.eps).to(hidden.dtype)
+        qk = self.qk_norm(projected[:, :, : heads + kv])
+        half = d // 2
+        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+        qk = qk * cos + rotated * sin  # [B, T, heads + kv, D]
+        attended = attend(
+            qk[:, :, :heads].transpose(1, 2), qk[:, :, heads:].transpose(1, 2), values.transpose(1, 2)
+        )  # [B, heads, T, D]
+        attended = self.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
+        hidden = hidden + self.post_attention_norm(attended)
+
+        gate, up = self.gate_up(self.pre_ff_norm(hidden)).chunk(2, dim=-1)
+        dense = self.post_ff_norm_1(self.down(F.gelu(gate, approximate="tanh") * up))
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        routed = self.moe(self.pre_ff_norm_2(flat), flat).view(hidden.shape)
+        hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
+        return hidden if self.scalar is None else hidden * self.scalar
+
 
 class CanvasStep:
     """The decoder over one canvas of B rows at fixed positions against a prompt cache, step after step."""
@@ -185,6 +219,7 @@ class CanvasStep:
             self.keys.append(keys)
             self.values.append(values)
         self.prompt_lengths = [k.shape[-2] - length for k in self.keys]
+        self.attends = [partial(self._attend, i) for i in range(len(fused.layers))]
 
     @torch.inference_mode()
     def __call__(self, canvas: torch.Tensor, self_conditioning: torch.Tensor | None = None) -> torch.Tensor:
@@ -198,39 +233,23 @@ class CanvasStep:
             gate, up = fused.sc_gate_up(signal).chunk(2, dim=-1)
             hidden = hidden + fused.sc_down(F.gelu(gate, approximate="tanh") * up)
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
-        for i, layer in enumerate(fused.layers):
-            hidden = self._layer(i, layer, hidden)
+        for layer, attend in zip(fused.layers, self.attends, strict=True):
+            cos, sin = self.rotary[layer.layer_type]
+            hidden = layer(hidden, cos, sin, attend)
         logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
         return softcap_(logits, fused.softcap)
 
-    def _layer(self, i: int, layer: _Layer, hidden: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = hidden.shape
-        d, heads, kv = layer.head_dim, layer.heads, layer.kv_heads
-        projected = layer.qkv(layer.input_norm(hidden)).view(batch, length, -1, d)
-        raw_keys = projected[:, :, heads : heads + kv]
-        values = projected[:, :, heads + kv :] if layer.separate_values else raw_keys
-        values = F.rms_norm(values.float(), (d,), None, layer.eps).to(hidden.dtype)
-        cos, sin = self.rotary[layer.layer_type]
-        qk = layer.qk_norm(projected[:, :, : heads + kv])
-        half = d // 2
-        rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
-        qk = qk * cos + rotated * sin  # [B, C, heads + kv, D]
-        start = self.prompt_lengths[i]
-        keys, all_values = self.keys[i], self.values[i]
-        keys[:, :, start:] = qk[:, :, heads:].transpose(1, 2)
-        all_values[:, :, start:] = values.transpose(1, 2)
-        attended = F.scaled_dot_product_attention(
-            qk[:, :, :heads].transpose(1, 2), keys, all_values, scale=1.0, enable_gqa=heads != kv
-        )  # [B, heads, C, D]
-        attended = layer.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
-        hidden = hidden + layer.post_attention_norm(attended)
-
-        gate, up = layer.gate_up(layer.pre_ff_norm(hidden)).chunk(2, dim=-1)
-        dense = layer.post_ff_norm_1(layer.down(F.gelu(gate, approximate="tanh") * up))
-        flat = hidden.reshape(-1, hidden.shape[-1])
-        routed = layer.moe(layer.pre_ff_norm_2(flat), flat).view(hidden.shape)
-        hidden = hidden + layer.post_ff_norm(dense + layer.post_ff_norm_2(routed))
-        return hidden if layer.scalar is None else hidden * layer.scalar
+    def _attend(
+        self, i: int, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+    ) -> torch.Tensor:
+        """The canvas's queries over the prompt's keys and the canvas's own (written into the buffers)."""
+        layer, start = self.fused.layers[i], self.prompt_lengths[i]
+        all_keys, all_values = self.keys[i], self.values[i]
+        all_keys[:, :, start:] = keys
+        all_values[:, :, start:] = values
+        return F.scaled_dot_product_attention(
+            queries, all_keys, all_values, scale=1.0, enable_gqa=layer.heads != layer.kv_heads
+        )
 
 
 class FusedDecoder:
@@ -255,6 +274,42 @@ class FusedDecoder:
         self.rotary_emb = decoder.rotary_emb
         self.layers = [_Layer(layer) for layer in decoder.layers[: decoder.text_config.num_hidden_layers]]
         self.final_norm = _Norm.of(decoder.norm)
+        self.sliding_window = int(getattr(decoder.text_config, "sliding_window", 0) or 0)
 
     def for_canvas(self, cache: Cache, positions: torch.Tensor, batch: int) -> CanvasStep:
         return CanvasStep(self, cache, positions, batch)
+
+    @torch.inference_mode()
+    def encode(self, ids: torch.Tensor, cache: Cache, positions: torch.Tensor) -> torch.Tensor:
+        """The encoder over `ids` ([B, T] at `positions` [1, T], after what `cache` holds), appending their
+        keys and values to `cache`; its last hidden states [B, T, H]. The encoder's layers hold the
+        decoder's weights, so the same fused layers run it, causally."""
+        hidden = F.embedding(ids, self.embedding) * self.embed_scale
+        probe = torch.empty(0, dtype=self.dtype, device=ids.device)
+        rotary = {}
+        for layer_type in {layer.layer_type for layer in self.layers}:
+            cos, sin = self.rotary_emb(probe, positions, layer_type)  # [1, T, D]
+            rotary[layer_type] = (cos[:, :, None], sin[:, :, None])
+        for layer in self.layers:
+            cos, sin = rotary[layer.layer_type]
+            hidden = layer(hidden, cos, sin, partial(self._causal, layer, cache, positions[0]))
+        return self.final_norm(hidden)
+
+    def _causal(
+        self, layer: _Layer, cache: Cache, positions: torch.Tensor, queries, keys, values
+    ) -> torch.Tensor:
+        """Queries at `positions` ([T]) over the cache's keys and their own, each seeing what precedes it
+        (within the sliding window on a sliding layer)."""
+        keys, values = cache.update(keys, values, layer.index)  # the cache's tail then these: [B, kv, K, D]
+        window = self.sliding_window if layer.layer_type == "sliding_attention" else 0
+        total = keys.shape[-2]
+        mask = None
+        if positions.shape[0] > 1 or (window and total > window):
+            last = int(positions[-1])
+            key_positions = torch.arange(last + 1 - total, last + 1, device=positions.device)
+            mask = key_positions[None, :] <= positions[:, None]  # [T, K]
+            if window:
+                mask &= key_positions[None, :] > positions[:, None] - window
+        return F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, scale=1.0, enable_gqa=layer.heads != layer.kv_heads
+        )

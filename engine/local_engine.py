@@ -48,13 +48,13 @@ class LocalEngine:
         self.max_prompt_tokens = max_prompt_tokens
         self.canvas_length = int(model.config.canvas_length)
         self.device = next(model.parameters()).device
-        self.prompt_cache = PromptCache(model)
         self.bias = suppression_bias(
             model.config.get_text_config().vocab_size, prompt_format.suppressed_ids, self.device
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         # The decoder step in fewer operations where it applies (a CPU); None: transformers' modules.
         self.fused: FusedDecoder | None = FusedDecoder(model) if unsupported_reason(model) is None else None
+        self.prompt_cache = PromptCache(model, self.fused)
 
     def warm_up(self) -> None:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""
@@ -130,7 +130,7 @@ class LocalEngine:
                 break
             canvas_ids = outcome.tokens
             extend_start = time.perf_counter()
-            extend_cache(self.model, cache, canvas_ids)
+            extend_cache(self.model, cache, canvas_ids, self.fused)
             forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
         finished = time.perf_counter()

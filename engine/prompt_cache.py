@@ -9,11 +9,15 @@ a layer that cannot be cropped (a sliding window past its size) makes us start a
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import Cache, DynamicCache
 
 from engine.forward import encode
+
+if TYPE_CHECKING:
+    from engine.fused_decoder import FusedDecoder
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -27,8 +31,9 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
 class PromptCache:
     """Owns one DynamicCache and the token ids it holds. Not thread-safe: one worker uses it."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, fused: FusedDecoder | None = None) -> None:
         self.model = model
+        self.fused = fused  # the encoder's layers in fewer operations, where they apply (a CPU)
         self.tokens: list[int] = []
         self.cache: DynamicCache = self._fresh()
 
@@ -55,7 +60,7 @@ class PromptCache:
             except (RuntimeError, ValueError):
                 self.reset()
                 reused = 0
-        hidden = extend_cache(self.model, self.cache, torch.tensor([ids[reused:]]))
+        hidden = extend_cache(self.model, self.cache, torch.tensor([ids[reused:]]), self.fused)
         self.tokens = list(ids)
         return reused, hidden
 
@@ -79,6 +84,13 @@ class PromptCache:
 
 
 @torch.inference_mode()
-def extend_cache(model: torch.nn.Module, cache: Cache, ids: torch.Tensor) -> torch.Tensor:
-    """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states."""
-    return encode(model, ids.to(next(model.parameters()).device), cache)  # [B, n, H]
+def extend_cache(
+    model: torch.nn.Module, cache: Cache, ids: torch.Tensor, fused: FusedDecoder | None = None
+) -> torch.Tensor:
+    """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states.
+    With `fused` the encoder's layers run through it, otherwise through transformers' modules."""
+    ids = ids.to(next(model.parameters()).device)
+    if fused is None:
+        return encode(model, ids, cache)  # [B, n, H]
+    start = cache.get_seq_length()
+    return fused.encode(ids, cache, torch.arange(start, start + ids.shape[1], device=ids.device)[None])

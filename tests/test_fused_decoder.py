@@ -64,6 +64,47 @@ def test_fused_step_matches_transformers_on_the_bundled_bf16_model(canvas, rows)
     compare(model, 200, canvas, rows, tolerance=1e-3)
 
 
+def compare_prefill(model, prompt: int, extension: int, rows: int, tolerance: float) -> None:
+    """The encoder through the fused layers against transformers' encoder: the same hidden states and
+    the same cache, for a prompt and then `extension` more tokens on `rows` rows."""
+    vocab = model.config.get_text_config().vocab_size
+    g = torch.Generator().manual_seed(prompt + extension + rows)
+    first = torch.randint(2, vocab, (1, prompt), generator=g)
+    more = torch.randint(2, vocab, (rows, extension), generator=g)
+    fused = FusedDecoder(model)
+    caches = {"reference": new_cache(model), "fused": new_cache(model)}
+    with torch.inference_mode():
+        hidden = {name: [extend_cache(model, cache, first, fused if name == "fused" else None)]
+                  for name, cache in caches.items()}  # fmt: skip
+        for name, cache in caches.items():
+            if rows > 1:
+                cache.batch_repeat_interleave(rows)
+            if extension:
+                hidden[name].append(extend_cache(model, cache, more, fused if name == "fused" else None))
+    for want, got in zip(hidden["reference"], hidden["fused"], strict=True):
+        assert want.shape == got.shape and (want - got).abs().max() <= tolerance
+    reference, ours = caches["reference"], caches["fused"]
+    assert ours.get_seq_length() == reference.get_seq_length() == prompt + extension
+    for want, got in zip(reference.layers, ours.layers, strict=True):
+        assert want.keys.shape == got.keys.shape and (want.keys - got.keys).abs().max() <= tolerance
+        assert (want.values - got.values).abs().max() <= tolerance
+
+
+@pytest.mark.parametrize(
+    ("prompt", "extension", "rows"),
+    [(24, 0, 1), (100, 0, 1), (40, 30, 1), (24, 1, 1), (90, 1, 1), (40, 8, 2)],
+)
+def test_fused_prefill_matches_transformers_encoder(prompt, extension, rows):
+    # 100 and 40 + 30 tokens pass the sliding window (64); one token is autoregressive decoding's step;
+    # two rows extend a copied cache as a multi-canvas completion does.
+    compare_prefill(released_shape(), prompt, extension, rows, tolerance=1e-4)
+
+
+def test_fused_prefill_matches_transformers_encoder_on_the_bundled_bf16_model():
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16).eval()
+    compare_prefill(model, 300, 16, 1, tolerance=1e-3)
+
+
 def test_softcap_in_place_is_tanh_within_rounding():
     logits = torch.randn(4, 1000) * 40
     expected = torch.tanh(logits / 30.0) * 30.0

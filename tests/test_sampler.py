@@ -68,6 +68,9 @@ class FusedSpy:
 
         return spied
 
+    def encode(self, ids, cache, positions):  # the encoder is not what the spy records
+        return self.fused.encode(ids, cache, positions)
+
 
 def spy_on(engine, on_call=None) -> ForwardSpy:
     spy = ForwardSpy(engine.model, on_call)
