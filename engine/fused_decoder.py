@@ -219,7 +219,12 @@ class CanvasStep:
             self.keys.append(keys)
             self.values.append(values)
         self.prompt_lengths = [k.shape[-2] - length for k in self.keys]
-        self.attends = [partial(self._attend, i) for i in range(len(fused.layers))]
+        self.attends = [
+            partial(_attend_canvas, layer, keys, values, start)
+            for layer, keys, values, start in zip(
+                fused.layers, self.keys, self.values, self.prompt_lengths, strict=True
+            )
+        ]
 
     @torch.inference_mode()
     def __call__(self, canvas: torch.Tensor, self_conditioning: torch.Tensor | None = None) -> torch.Tensor:
@@ -239,17 +244,18 @@ class CanvasStep:
         logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
         return softcap_(logits, fused.softcap)
 
-    def _attend(
-        self, i: int, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
-    ) -> torch.Tensor:
-        """The canvas's queries over the prompt's keys and the canvas's own (written into the buffers)."""
-        layer, start = self.fused.layers[i], self.prompt_lengths[i]
-        all_keys, all_values = self.keys[i], self.values[i]
-        all_keys[:, :, start:] = keys
-        all_values[:, :, start:] = values
-        return F.scaled_dot_product_attention(
-            queries, all_keys, all_values, scale=1.0, enable_gqa=layer.heads != layer.kv_heads
-        )
+
+def _attend_canvas(
+    layer: _Layer, keys: torch.Tensor, values: torch.Tensor, start: int, queries, own_keys, own_values
+) -> torch.Tensor:
+    """The canvas's queries over the prompt's keys and the canvas's own, written into the buffers after
+    the prompt's (from `start`); a plain function, so a step's callbacks hold no cycle back to the step
+    (which would keep its buffers alive until the garbage collector runs)."""
+    keys[:, :, start:] = own_keys
+    values[:, :, start:] = own_values
+    return F.scaled_dot_product_attention(
+        queries, keys, values, scale=1.0, enable_gqa=layer.heads != layer.kv_heads
+    )
 
 
 class FusedDecoder:
