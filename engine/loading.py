@@ -136,7 +136,7 @@ def native_bf16(device: str) -> bool:
 # oneDNN (the bf16 matrix kernels) keeps a kernel per input shape in two caches of 1,024 entries, and a
 # completion's shapes change with every prompt length and every expert's share of tokens: left at
 # their defaults the server's memory grew by hundreds of MB over a session (README, "Memory").
-ONEDNN_CACHE_LIMITS = {"LRU_CACHE_CAPACITY": "1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
+ONEDNN_CACHE_LIMITS = {"LRU_CACHE_CAPACITY": "1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}
 
 
 def bound_kernel_caches() -> None:
