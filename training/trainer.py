@@ -199,7 +199,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     if cfg.bf16 and device == "cpu":
         # Batches of many shapes filled oneDNN's per-shape caches as they fill the server's: capped,
         # the trainer's memory grew a quarter as fast and it read about a third more tokens per second.
-        bound_kernel_caches()
+        bound_kernel_caches(primitives=64)
     tokenizer = load_tokenizer(run.tokenizer_path)
     fmt = FimFormat(tokenizer)
     model = new_model(shape_by_name(cfg.shape), tokenizer, seed=cfg.seed).to(device).train()
