@@ -106,6 +106,10 @@ def test_fused_prefill_matches_transformers_encoder_on_the_bundled_bf16_model():
     compare_prefill(model, 300, 16, 1, tolerance=1e-3)
 
 
+def test_the_engine_prefills_and_decodes_through_the_fused_layers_on_a_cpu(tiny_engine):
+    assert tiny_engine.fused is not None and tiny_engine.prompt_cache.fused is tiny_engine.fused
+
+
 def test_a_finished_canvas_step_is_freed_at_once():
     # A reference cycle would keep each canvas's key and value buffers until the garbage collector
     # runs: measured, that made a 3-row step's setup 10x slower.
