@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
-from engine.fused_decoder import FusedDecoder, unsupported_reason
+from engine.fused_model import FusedModel, unsupported_reason
 from engine.prompt_cache import PromptCache, extend_cache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
@@ -53,7 +53,7 @@ class LocalEngine:
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         # The decoder step in fewer operations where it applies (a CPU); None: transformers' modules.
-        self.fused: FusedDecoder | None = FusedDecoder(model) if unsupported_reason(model) is None else None
+        self.fused: FusedModel | None = FusedModel(model) if unsupported_reason(model) is None else None
         self.prompt_cache = PromptCache(model, self.fused)
 
     def warm_up(self) -> None:

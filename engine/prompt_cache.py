@@ -17,7 +17,7 @@ from transformers import Cache, DynamicCache
 from engine.forward import encode
 
 if TYPE_CHECKING:
-    from engine.fused_decoder import FusedDecoder
+    from engine.fused_model import FusedModel
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -31,7 +31,7 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
 class PromptCache:
     """Owns one DynamicCache and the token ids it holds. Not thread-safe: one worker uses it."""
 
-    def __init__(self, model: torch.nn.Module, fused: FusedDecoder | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, fused: FusedModel | None = None) -> None:
         self.model = model
         self.fused = fused  # the encoder's layers in fewer operations, where they apply (a CPU)
         self.tokens: list[int] = []
@@ -85,7 +85,7 @@ class PromptCache:
 
 @torch.inference_mode()
 def extend_cache(
-    model: torch.nn.Module, cache: Cache, ids: torch.Tensor, fused: FusedDecoder | None = None
+    model: torch.nn.Module, cache: Cache, ids: torch.Tensor, fused: FusedModel | None = None
 ) -> torch.Tensor:
     """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states.
     With `fused` the encoder's layers run through it, otherwise through transformers' modules."""

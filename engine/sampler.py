@@ -24,7 +24,7 @@ from engine.api import CancelToken, StopReason
 from engine.forward import decoder_masks, denoise_logits
 
 if TYPE_CHECKING:
-    from engine.fused_decoder import FusedDecoder
+    from engine.fused_model import FusedModel
 
 # Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
 _SUPPRESS = -1.0e4
@@ -174,7 +174,7 @@ def decoder_step(
     cache: Cache,
     canvas: torch.Tensor,  # [B, C]
     positions: torch.Tensor,  # [1, C]
-    fused: FusedDecoder | None,
+    fused: FusedModel | None,
 ) -> DecoderStep:
     """One canvas's denoising step, (tokens [B, C], previous logits or None) -> logits [B, C, V]."""
     if fused is not None:
@@ -194,7 +194,7 @@ def denoise(
     generator: torch.Generator,
     deadline: float | None = None,
     cancel: CancelToken | None = None,
-    fused: FusedDecoder | None = None,
+    fused: FusedModel | None = None,
 ) -> CanvasOutcome:
     """Denoise one canvas; `cache` holds the encoded prompt and is only read.
 

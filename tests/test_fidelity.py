@@ -13,7 +13,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 )
 
 from engine.forward import new_cache
-from engine.fused_decoder import FusedDecoder
+from engine.fused_model import FusedModel
 from engine.prompt_cache import extend_cache
 from engine.prompts import CURSOR_MARK, INSTRUCTION, Gemma4ChatFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, sample
@@ -57,7 +57,7 @@ def ours(
     vocab = model.config.get_text_config().vocab_size
     spec = CanvasSpec(init=canvas.clone(), fixed=torch.zeros_like(canvas, dtype=torch.bool))
     settings = SamplerSettings(max_steps=steps, **sampler)
-    step = FusedDecoder(model) if fused else None
+    step = FusedModel(model) if fused else None
     bias, eos = torch.zeros(vocab), torch.tensor([EOS])
     out = denoise(model, cache, spec, settings, bias, eos, torch.Generator(), fused=step)
     tokens = out.tokens.clone()

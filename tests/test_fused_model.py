@@ -13,7 +13,7 @@ import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
-from engine.fused_decoder import FusedDecoder, unsupported_reason
+from engine.fused_model import FusedModel, unsupported_reason
 from engine.prompt_cache import extend_cache
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
@@ -43,7 +43,7 @@ def compare(model, prompt: int, canvas: int, rows: int, tolerance: float) -> Non
         masks = decoder_masks(model, tokens, cache)
         first = denoise_logits(model, tokens, cache, positions, masks)
         second = denoise_logits(model, tokens, cache, positions, masks, first)
-        step = FusedDecoder(model).for_canvas(cache, positions, rows)
+        step = FusedModel(model).for_canvas(cache, positions, rows)
         assert (step(tokens) - first).abs().max() <= tolerance
         assert (step(tokens, first) - second).abs().max() <= tolerance
         again = step(tokens.flip(0), first.flip(0))  # a step reuses the canvas's buffers
@@ -72,7 +72,7 @@ def compare_prefill(model, prompt: int, extension: int, rows: int, tolerance: fl
     g = torch.Generator().manual_seed(prompt + extension + rows)
     first = torch.randint(2, vocab, (1, prompt), generator=g)
     more = torch.randint(2, vocab, (rows, extension), generator=g)
-    fused = FusedDecoder(model)
+    fused = FusedModel(model)
     caches = {"reference": new_cache(model), "fused": new_cache(model)}
     with torch.inference_mode():
         hidden = {name: [extend_cache(model, cache, first, fused if name == "fused" else None)]
@@ -116,7 +116,7 @@ def test_a_finished_canvas_step_is_freed_at_once():
     model = released_shape()
     cache = new_cache(model)
     extend_cache(model, cache, torch.arange(2, 30)[None])
-    step = FusedDecoder(model).for_canvas(cache, torch.arange(28, 44)[None], 3)
+    step = FusedModel(model).for_canvas(cache, torch.arange(28, 44)[None], 3)
     step(torch.arange(2, 18).repeat(3, 1))
     freed = weakref.ref(step)
     del step
@@ -135,7 +135,7 @@ def test_models_the_fused_step_does_not_cover_are_named():
     model.config.text_config.use_clipped_linears = True
     assert unsupported_reason(model) == "clipped linears"
     with pytest.raises(ValueError, match="clipped linears"):
-        FusedDecoder(model)
+        FusedModel(model)
 
 
 def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():

@@ -1,12 +1,14 @@
-"""The decoder's denoising step for inference, in fewer operations than transformers' modules take.
+"""The model's layers for inference on a CPU, in fewer operations than transformers' modules take:
+the encoder's prefill of the prompt and the decoder's denoising step (the two share their layers'
+weights, so one set of fused layers runs both: causally over the prompt, bidirectionally over a canvas).
 
-The arithmetic is that of `DiffusionGemmaDecoderModel` plus the soft-capped head (checked against it in
-tests/test_fused_decoder.py); what differs is when things are computed. Whatever stays the same over a
-canvas's steps (rotary tables, the prompt's keys and values, the buffers the canvas's own keys are written
-into) is prepared once per canvas, weights that are multiplied by the same input are fused once per model,
-and transformers' per-call machinery (output recording, mask building, cache concatenation, rotary
-tables per step) is left out. On a small model a step's cost is per-call overhead (many little
-operators and small matmuls), not arithmetic.
+The arithmetic is that of `DiffusionGemmaEncoderTextModel` and `DiffusionGemmaDecoderModel` plus the
+soft-capped head (checked against them in tests/test_fused_model.py); what differs is when things are
+computed. Whatever stays the same over a canvas's steps (rotary tables, the prompt's keys and values,
+the buffers the canvas's own keys are written into) is prepared once per canvas, weights that are
+multiplied by the same input are fused once per model, and transformers' per-call machinery (output
+recording, mask building, cache concatenation, rotary tables per step) is left out. On a small model a
+step's cost is per-call overhead (many little operators and small matmuls), not arithmetic.
 Shapes: B = rows, C = canvas length, P = prompt tokens in the cache, H = hidden, V = vocabulary.
 """
 
@@ -26,7 +28,7 @@ Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:
-    """Why the fused step cannot stand in for this model's decoder (None: it can)."""
+    """Why the fused layers cannot stand in for this model's encoder and decoder (None: they can)."""
     text = model.config.get_text_config()
     if next(model.parameters()).device.type != "cpu":
         return "not on a CPU (on an accelerator the step is arithmetic, and transformers' modules run it)"
@@ -195,7 +197,7 @@ class _Layer:
 class CanvasStep:
     """The decoder over one canvas of B rows at fixed positions against a prompt cache, step after step."""
 
-    def __init__(self, fused: FusedDecoder, cache: Cache, positions: torch.Tensor, batch: int) -> None:
+    def __init__(self, fused: FusedModel, cache: Cache, positions: torch.Tensor, batch: int) -> None:
         self.fused = fused
         length = positions.shape[-1]
         dtype = fused.dtype
@@ -258,8 +260,9 @@ def _attend_canvas(
     )
 
 
-class FusedDecoder:
-    """The decoder's weights arranged for `CanvasStep`, built once per model (see `unsupported_reason`)."""
+class FusedModel:
+    """The layers' weights arranged for `encode` and `CanvasStep`, built once per model (see
+    `unsupported_reason`)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         reason = unsupported_reason(model)
