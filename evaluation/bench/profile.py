@@ -3,7 +3,7 @@
 Runs the server's pipeline on a fixed cursor (fixtures/demo/stats.py, after `return ` in variance)
 and prints torch.profiler's table of operators by self CPU time, with the time per denoising step,
 the sampler's own math apart from the model's forward passes. `--decoders both` times the fused
-decoder step against transformers' modules in turns in one process.
+layers (the prefill and the decoder's steps) against transformers' modules in turns in one process.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         "--decoders",
         choices=("fused", "reference", "both"),
         default="fused",
-        help="decoder steps through the fused step, transformers' modules, or both in turns (one row each)",
+        help="prefill and steps through the fused layers, transformers' modules, or both in turns",
     )
     args = parser.parse_args(argv)
     engine = load_engine(args.model, device="cpu")
@@ -78,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     names = list(decoders) if args.decoders == "both" else [args.decoders]
     runs: dict[str, list[Run]] = {name: [] for name in names}
     for name in names:
-        engine.fused = decoders[name]
+        use(engine, decoders[name])
         complete(snapshot, cursor, options, engine)  # warm
     for _ in range(args.repeat):  # in turns, so that a change in the machine's load hits both alike
         for name in names:
-            engine.fused = decoders[name]
+            use(engine, decoders[name])
             engine.reset_cache()
             started = time.perf_counter()
             result = complete(snapshot, cursor, options, engine).result
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, rows in runs.items():
         print(f"{name:9s} {summary(rows)}")
     for name in names:  # operators of 5 completions, everything in the pipeline included
-        engine.fused = decoders[name]
+        use(engine, decoders[name])
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(5):
                 engine.reset_cache()
@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{name}: {calls} operator calls in 5 completions")
         print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     return 0
+
+
+def use(engine, fused) -> None:
+    """The engine's prefill and steps through `fused`, or through transformers' modules (None)."""
+    engine.fused = engine.prompt_cache.fused = fused
 
 
 if __name__ == "__main__":
