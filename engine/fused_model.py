@@ -100,7 +100,7 @@ class _Norm:
 
 
 class _Layer:
-    """One decoder layer's weights, read once from the transformers module."""
+    """One layer's weights (the encoder and the decoder share them), read once from its module."""
 
     def __init__(self, layer: torch.nn.Module) -> None:
         attn = layer.self_attn

@@ -52,7 +52,7 @@ class LocalEngine:
             model.config.get_text_config().vocab_size, prompt_format.suppressed_ids, self.device
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
-        # The decoder step in fewer operations where it applies (a CPU); None: transformers' modules.
+        # Prefill and decoder steps in fewer operations where they apply (a CPU); None: transformers' modules.
         self.fused: FusedModel | None = FusedModel(model) if unsupported_reason(model) is None else None
         self.prompt_cache = PromptCache(model, self.fused)
 
