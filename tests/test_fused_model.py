@@ -1,7 +1,8 @@
-"""The fused decoder step computes what transformers' DiffusionGemma decoder computes: the same logits
-(within float rounding) on a random-weight model of the released architecture (sliding and full
-attention layers, separate and shared values, MoE, soft-capping) in fp32 and on the bundled bf16 model,
-with and without self-conditioning, over several rows and a prompt longer than the sliding window."""
+"""The fused layers compute what transformers' DiffusionGemma computes: the decoder step's logits and the
+encoder prefill's hidden states and cached keys and values (within float rounding) on a random-weight
+model of the released architecture (sliding and full attention layers, separate and shared values, MoE,
+soft-capping) in fp32 and on the bundled bf16 model, with and without self-conditioning, over several
+rows and prompts longer than the sliding window."""
 
 from __future__ import annotations
 
