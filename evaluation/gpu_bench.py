@@ -111,7 +111,7 @@ def prefill(model, prompt: torch.Tensor, device: str) -> tuple[DynamicCache, flo
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
     sync(device)
     start = time.perf_counter()
-    model.model.encoder(input_ids=prompt, past_key_values=cache)
+    model.model.encoder(input_ids=prompt, cache=cache)
     sync(device)
     return cache, prompt.shape[1] / (time.perf_counter() - start)
 
@@ -158,7 +158,7 @@ def autoregressive(model, cache: DynamicCache, last: torch.Tensor, tokens: int, 
     sync(device)
     start = time.perf_counter()
     for _ in range(tokens):
-        hidden = model.model.encoder(input_ids=token, past_key_values=cache).last_hidden_state
+        hidden = model.model.encoder(input_ids=token, cache=cache).last_hidden_state
         logits = model.lm_head(hidden[:, -1]).float()
         logits = torch.tanh(logits / cap) * cap
         token = logits.argmax(dim=-1, keepdim=True)
