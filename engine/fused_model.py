@@ -201,11 +201,7 @@ class CanvasStep:
         self.fused = fused
         length = positions.shape[-1]
         dtype = fused.dtype
-        self.rotary: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        probe = torch.empty(0, dtype=dtype, device=positions.device)
-        for layer_type in {layer.layer_type for layer in fused.layers}:
-            cos, sin = fused.rotary_emb(probe, positions, layer_type)  # [1 or B, C, D]
-            self.rotary[layer_type] = (cos[:, :, None], sin[:, :, None])
+        self.rotary = fused.rotary_tables(positions)
         # Per layer: the prompt's keys and values followed by room for the canvas's, written each step.
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
@@ -288,17 +284,22 @@ class FusedModel:
     def for_canvas(self, cache: Cache, positions: torch.Tensor, batch: int) -> CanvasStep:
         return CanvasStep(self, cache, positions, batch)
 
+    def rotary_tables(self, positions: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """cos and sin per layer type at `positions` ([1, T]), shaped [1, T, 1, D] to broadcast over heads."""
+        probe = torch.empty(0, dtype=self.dtype, device=positions.device)
+        tables = {}
+        for layer_type in {layer.layer_type for layer in self.layers}:
+            cos, sin = self.rotary_emb(probe, positions, layer_type)  # [1, T, D]
+            tables[layer_type] = (cos[:, :, None], sin[:, :, None])
+        return tables
+
     @torch.inference_mode()
     def encode(self, ids: torch.Tensor, cache: Cache, positions: torch.Tensor) -> torch.Tensor:
         """The encoder over `ids` ([B, T] at `positions` [1, T], after what `cache` holds), appending their
         keys and values to `cache`; its last hidden states [B, T, H]. The encoder's layers hold the
         decoder's weights, so the same fused layers run it, causally."""
         hidden = F.embedding(ids, self.embedding) * self.embed_scale
-        probe = torch.empty(0, dtype=self.dtype, device=ids.device)
-        rotary = {}
-        for layer_type in {layer.layer_type for layer in self.layers}:
-            cos, sin = self.rotary_emb(probe, positions, layer_type)  # [1, T, D]
-            rotary[layer_type] = (cos[:, :, None], sin[:, :, None])
+        rotary = self.rotary_tables(positions)
         for layer in self.layers:
             cos, sin = rotary[layer.layer_type]
             hidden = layer(hidden, cos, sin, partial(self._causal, layer, cache, positions[0]))

@@ -136,15 +136,11 @@ def native_bf16(device: str) -> bool:
 # oneDNN (the bf16 matrix kernels) keeps a kernel per input shape in two caches of 1,024 entries, and a
 # completion's shapes change with every prompt length and every expert's share of tokens: left at
 # their defaults the server's memory grew by hundreds of MB over a session (README, "Memory").
-# The server keeps 32 primitives (README, "Memory"); the trainer, whose memory matters less, 64.
-ONEDNN_CACHE_LIMITS = {"LRU_CACHE_CAPACITY": "1", "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}
-
-
 def bound_kernel_caches(primitives: int = 32) -> None:
-    """Cap oneDNN's per-shape kernel caches (read at their first use), unless the user set them."""
-    limits = ONEDNN_CACHE_LIMITS | {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(primitives)}
-    for name, value in limits.items():
-        os.environ.setdefault(name, value)
+    """Cap oneDNN's per-shape kernel caches (read at their first use), unless the user set them. The
+    server keeps 32 primitives (README, "Memory"); the trainer, whose memory matters less, 64."""
+    os.environ.setdefault("LRU_CACHE_CAPACITY", "1")
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(primitives))
 
 
 def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
