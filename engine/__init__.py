@@ -18,8 +18,8 @@ from engine.api import (
 
 
 def preload() -> None:
-    """Import what loading a local model needs (torch, the transformers model class): seconds of work
-    a server can do while its client starts up."""
+    """Import what loading a local model on a CPU needs (torch, transformers' config and cache classes):
+    seconds of work a server can do while its client starts up."""
     from engine.loading import import_model_libraries
 
     import_model_libraries()

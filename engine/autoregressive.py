@@ -14,16 +14,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine.api import Candidate, InfillRequest, InfillResult, StopReason, Timings
-from engine.forward import lm_logits
 from engine.prompt_cache import extend_cache
 
 if TYPE_CHECKING:
     from engine.local_engine import LocalEngine
-
-
-def next_token_logits(model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    """Logits for the token after the last position of `hidden` ([1, n, H]) -> [V]."""
-    return lm_logits(model, hidden[0, -1])
 
 
 @torch.inference_mode()
@@ -46,7 +40,7 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
     steps = 0
     reason: StopReason = "max_tokens"
     while True:
-        logits = next_token_logits(engine.model, hidden) + engine.bias  # [V]
+        logits = engine.backbone.next_token_logits(hidden[0, -1]) + engine.bias  # [V]
         if len(tokens) < request.min_new_tokens:
             logits[engine.eos_ids] = float("-inf")
         steps += 1
@@ -64,7 +58,7 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
         if request.deadline is not None and time.monotonic() >= request.deadline:
             reason = "deadline"
             break
-        hidden = extend_cache(engine.model, cache, torch.tensor([[token]]), engine.fused)  # [1, 1, H]
+        hidden = extend_cache(engine.backbone, cache, torch.tensor([[token]]))  # [1, 1, H]
         engine.prompt_cache.record(cache, [token])
     finished = time.perf_counter()
 

@@ -7,8 +7,12 @@ Shapes: B = batch, T = tokens, C = canvas length, H = hidden size, V = vocabular
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from transformers import Cache
+
+if TYPE_CHECKING:
+    from transformers import Cache
 
 
 def softcap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:

@@ -9,28 +9,34 @@ the buffers the canvas's own keys are written into) is prepared once per canvas,
 multiplied by the same input are fused once per model, and transformers' per-call machinery (output
 recording, mask building, cache concatenation, rotary tables per step) is left out. On a small model a
 step's cost is per-call overhead (many little operators and small matmuls), not arithmetic.
+The layers are built from the checkpoint's tensors by name, so a server on a CPU never imports
+transformers' modeling module (most of its start).
 Shapes: B = rows, C = canvas length, P = prompt tokens in the cache, H = hidden, V = vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from transformers import Cache
 
 from engine.forward import softcap_
+from engine.rotary import RotaryTables, unsupported_rope
+
+if TYPE_CHECKING:
+    from transformers import Cache, DynamicCache
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def unsupported_reason(model: torch.nn.Module) -> str | None:
-    """Why the fused layers cannot stand in for this model's encoder and decoder (None: they can)."""
-    text = model.config.get_text_config()
-    if next(model.parameters()).device.type != "cpu":
+def unsupported_reason(text: Any, tied: bool = True, device: torch.device | str = "cpu") -> str | None:
+    """Why the fused layers cannot stand in for the encoder and decoder of a model with this text config
+    (`tied`: the head tied to the embedding) on `device` (None: they can)."""
+    if torch.device(device).type != "cpu":
         return "not on a CPU (on an accelerator the step is arithmetic, and transformers' modules run it)"
     if getattr(text, "use_clipped_linears", False):
         return "clipped linears"
@@ -40,11 +46,13 @@ def unsupported_reason(model: torch.nn.Module) -> str | None:
         return f"activation {text.hidden_activation}"
     if not text.final_logit_softcapping:
         return "no logit soft-capping"
-    if model.lm_head.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr():
+    if not (tied and getattr(text, "tie_word_embeddings", True)):
         return "a head not tied to the embedding"
     if getattr(text, "use_bidirectional_attention", None) == "all":
         return "a bidirectional encoder"
-    return None
+    if getattr(text, "enable_moe_block", True) is False:
+        return "no MoE block"
+    return unsupported_rope(text)
 
 
 class _Linear:
@@ -71,16 +79,9 @@ def _mkldnn_linear() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def _fuse_rows(*linears: torch.nn.Linear) -> torch.Tensor:
-    """One weight for linears that read the same input; theirs become views of it (shared with the
-    encoder, which holds the same parameters), so memory does not grow."""
-    fused = torch.cat([linear.weight.detach() for linear in linears], dim=0)
-    start = 0
-    for linear in linears:
-        rows = linear.weight.shape[0]
-        linear.weight.data = fused[start : start + rows]
-        start += rows
-    return fused
+def _fuse_rows(*weights: torch.Tensor) -> torch.Tensor:
+    """One weight for linears that read the same input."""
+    return torch.cat(weights, dim=0)
 
 
 @dataclass
@@ -91,54 +92,61 @@ class _Norm:
     eps: float
 
     @classmethod
-    def of(cls, module: torch.nn.Module) -> _Norm:
-        weight = module.weight.detach().float() if module.with_scale else None
-        return cls(weight, module.variance_epsilon)
+    def of(cls, weight: torch.Tensor | None, eps: float) -> _Norm:
+        return cls(None if weight is None else weight.float(), eps)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x.float(), (x.shape[-1],), self.weight, self.eps).to(x.dtype)
 
 
 class _Layer:
-    """One layer's weights (the encoder and the decoder share them), read once from its module."""
+    """One layer's weights (the encoder and the decoder share them), read once from the checkpoint."""
 
-    def __init__(self, layer: torch.nn.Module) -> None:
-        attn = layer.self_attn
-        self.index = layer.layer_idx
-        self.layer_type = attn.layer_type
-        self.head_dim = attn.head_dim
-        self.kv_heads = attn.k_proj.weight.shape[0] // attn.head_dim
-        self.heads = attn.q_proj.weight.shape[0] // attn.head_dim
-        projections = [attn.q_proj, attn.k_proj] + ([attn.v_proj] if attn.v_proj is not None else [])
-        self.qkv = _Linear(_fuse_rows(*projections))  # [(heads + kv_heads [+ kv_heads]) * D, H]
-        self.separate_values = attn.v_proj is not None
+    def __init__(self, weights: Mapping[str, torch.Tensor], index: int, layer_type: str, text: Any) -> None:
+        prefix = f"model.decoder.layers.{index}."
+
+        def w(name: str) -> torch.Tensor:
+            return weights[prefix + name]
+
+        def norm(name: str) -> _Norm:
+            return _Norm.of(w(name + ".weight"), text.rms_norm_eps)
+
+        self.index = index
+        self.layer_type = layer_type
+        self.head_dim = w("self_attn.q_norm.weight").shape[0]
+        self.kv_heads = w("self_attn.k_proj.weight").shape[0] // self.head_dim
+        self.heads = w("self_attn.q_proj.weight").shape[0] // self.head_dim
+        self.separate_values = prefix + "self_attn.v_proj.weight" in weights
+        projections = ["q_proj", "k_proj"] + (["v_proj"] if self.separate_values else [])
+        # [(heads + kv_heads [+ kv_heads]) * D, H]
+        self.qkv = _Linear(_fuse_rows(*(w(f"self_attn.{name}.weight") for name in projections)))
         # q_norm and k_norm as one norm over [heads + kv_heads] head vectors with stacked scales
         self.qk_scale = torch.cat(
-            [attn.q_norm.weight.detach().float().expand(self.heads, -1),
-             attn.k_norm.weight.detach().float().expand(self.kv_heads, -1)]
+            [w("self_attn.q_norm.weight").float().expand(self.heads, -1),
+             w("self_attn.k_norm.weight").float().expand(self.kv_heads, -1)]
         )  # fmt: skip
-        self.eps = attn.q_norm.variance_epsilon
-        self.o_proj = _Linear(attn.o_proj.weight)
-        self.input_norm = _Norm.of(layer.input_layernorm)
-        self.post_attention_norm = _Norm.of(layer.post_attention_layernorm)
-        self.pre_ff_norm = _Norm.of(layer.pre_feedforward_layernorm)
-        self.post_ff_norm = _Norm.of(layer.post_feedforward_layernorm)
-        self.post_ff_norm_1 = _Norm.of(layer.post_feedforward_layernorm_1)
-        self.post_ff_norm_2 = _Norm.of(layer.post_feedforward_layernorm_2)
-        self.pre_ff_norm_2 = _Norm.of(layer.pre_feedforward_layernorm_2)
-        self.gate_up = _Linear(_fuse_rows(layer.mlp.gate_proj, layer.mlp.up_proj))  # [2I, H]
-        self.down = _Linear(layer.mlp.down_proj.weight)
-        router = layer.router
-        self.router_norm = _Norm.of(router.norm)
-        self.router_scale = router.scale.detach()
-        self.router_root = router.scalar_root_size
-        self.router_proj = _Linear(router.proj.weight)
-        self.per_expert_scale = router.per_expert_scale.detach()
-        self.top_k = router.config.top_k_experts
-        self.expert_gate_up = [_Linear(w) for w in layer.experts.gate_up_proj.detach()]  # E x [2I', H]
-        self.expert_down = [_Linear(w) for w in layer.experts.down_proj.detach()]  # E x [H, I']
-        scalar = layer.layer_scalar.detach()
-        self.scalar = None if bool((scalar == 1).all()) else scalar
+        self.eps = text.rms_norm_eps
+        self.o_proj = _Linear(w("self_attn.o_proj.weight"))
+        self.input_norm = norm("input_layernorm")
+        self.post_attention_norm = norm("post_attention_layernorm")
+        self.pre_ff_norm = norm("pre_feedforward_layernorm")
+        self.post_ff_norm = norm("post_feedforward_layernorm")
+        self.post_ff_norm_1 = norm("post_feedforward_layernorm_1")
+        self.post_ff_norm_2 = norm("post_feedforward_layernorm_2")
+        self.pre_ff_norm_2 = norm("pre_feedforward_layernorm_2")
+        self.gate_up = _Linear(_fuse_rows(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")))  # [2I, H]
+        self.down = _Linear(w("mlp.down_proj.weight"))
+        self.router_norm = _Norm.of(None, text.rms_norm_eps)
+        self.router_scale = w("router.scale")
+        self.router_root = text.hidden_size**-0.5
+        self.router_proj = _Linear(w("router.proj.weight"))
+        self.per_expert_scale = w("router.per_expert_scale")
+        self.top_k = text.top_k_experts
+        self.expert_gate_up = [_Linear(e) for e in w("experts.gate_up_proj")]  # E x [2I', H]
+        self.expert_down = [_Linear(e) for e in w("experts.down_proj")]  # E x [H, I']
+        # The layer scalars are buffers, the encoder's not tied to the decoder's.
+        self.decoder_scalar = _scalar(w("layer_scalar"))
+        self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
 
     def qk_norm(self, qk: torch.Tensor) -> torch.Tensor:
         """q_norm and k_norm in one pass over [B, C, heads + kv_heads, D]."""
@@ -166,10 +174,16 @@ class _Layer:
         return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
 
     def __call__(
-        self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend: Attend
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attend: Attend,
+        scalar: torch.Tensor | None,
     ) -> torch.Tensor:
         """The layer over [B, T, H]; `attend` does the attention: (queries [B, heads, T, D], this pass's
-        keys and values [B, kv_heads, T, D]) -> [B, heads, T, D]."""
+        keys and values [B, kv_heads, T, D]) -> [B, heads, T, D]; `scalar` is the encoder's or the
+        decoder's layer scalar (None: one)."""
         batch, length, _ = hidden.shape
         d, heads, kv = self.head_dim, self.heads, self.kv_heads
         projected = self.qkv(self.input_norm(hidden)).view(batch, length, -1, d)
@@ -191,7 +205,11 @@ class _Layer:
         flat = hidden.reshape(-1, hidden.shape[-1])
         routed = self.moe(self.pre_ff_norm_2(flat), flat).view(hidden.shape)
         hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
-        return hidden if self.scalar is None else hidden * self.scalar
+        return hidden if scalar is None else hidden * scalar
+
+
+def _scalar(value: torch.Tensor) -> torch.Tensor | None:
+    return None if bool((value == 1).all()) else value
 
 
 class CanvasStep:
@@ -238,7 +256,7 @@ class CanvasStep:
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
         for layer, attend in zip(fused.layers, self.attends, strict=True):
             cos, sin = self.rotary[layer.layer_type]
-            hidden = layer(hidden, cos, sin, attend)
+            hidden = layer(hidden, cos, sin, attend, layer.decoder_scalar)
         logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
         return softcap_(logits, fused.softcap)
 
@@ -257,52 +275,96 @@ def _attend_canvas(
 
 
 class FusedModel:
-    """The layers' weights arranged for `encode` and `CanvasStep`, built once per model (see
-    `unsupported_reason`)."""
+    """The layers' weights arranged for the prompt's prefill and the canvas's steps, built once per model
+    from its checkpoint's tensors (see `unsupported_reason`); a `Backbone`."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        reason = unsupported_reason(model)
+    def __init__(
+        self,
+        weights: Mapping[str, torch.Tensor],
+        text: Any,
+        canvas_length: int,
+        parameter_count: int,
+        tied: bool = True,
+    ) -> None:
+        """`weights`: the checkpoint's tensors by name (those under `checkpoint_weights.TEXT_PREFIXES`
+        are read), in the dtype to compute in; `text`: its DiffusionGemmaTextConfig; `parameter_count`:
+        the whole model's, as transformers counts them; `tied`: the top config's tie_word_embeddings."""
+        embedding = weights["model.decoder.embed_tokens.weight"]  # [V, H], tied with the head
+        reason = unsupported_reason(text, tied, embedding.device)
         if reason:
-            raise ValueError(f"the fused decoder does not support this model: {reason}")
-        decoder = model.model.decoder
-        self.dtype = decoder.embed_tokens.weight.dtype
-        self.embedding = decoder.embed_tokens.weight.detach()  # [V, H], tied with the head
-        self.head = _Linear(self.embedding)
-        self.soft_embedding = _Linear(self.embedding.t().contiguous())  # probabilities [V] -> [H]
-        self.embed_scale = decoder.embed_tokens.embed_scale.to(self.dtype)
-        self.softcap = float(model.config.get_text_config().final_logit_softcapping)
-        sc = decoder.self_conditioning
-        self.sc_pre_norm = _Norm.of(sc.pre_norm)
-        self.sc_post_norm = _Norm.of(sc.post_norm)
-        self.sc_gate_up = _Linear(_fuse_rows(sc.gate_proj, sc.up_proj))
-        self.sc_down = _Linear(sc.down_proj.weight)
-        self.rotary_emb = decoder.rotary_emb
-        self.layers = [_Layer(layer) for layer in decoder.layers[: decoder.text_config.num_hidden_layers]]
-        self.final_norm = _Norm.of(decoder.norm)
-        self.sliding_window = int(getattr(decoder.text_config, "sliding_window", 0) or 0)
+            raise ValueError(f"the fused layers do not support this model: {reason}")
+        self.text_config = text
+        self.canvas_length = canvas_length
+        self.parameter_count = parameter_count
+        self.device = embedding.device
+        self.dtype = embedding.dtype
+        self.embedding = embedding
+        self.head = _Linear(embedding)
+        self.soft_embedding = _Linear(embedding.t().contiguous())  # probabilities [V] -> [H]
+        self.embed_scale = torch.tensor(text.hidden_size**0.5).to(self.dtype)
+        self.softcap = float(text.final_logit_softcapping)
+        sc = "model.decoder.self_conditioning."
+        self.sc_pre_norm = _Norm.of(weights[sc + "pre_norm.weight"], text.rms_norm_eps)
+        self.sc_post_norm = _Norm.of(None, text.rms_norm_eps)
+        gate, up = weights[sc + "gate_proj.weight"], weights[sc + "up_proj.weight"]
+        self.sc_gate_up = _Linear(_fuse_rows(gate, up))
+        self.sc_down = _Linear(weights[sc + "down_proj.weight"])
+        self.rotary = RotaryTables(text, self.device)
+        layer_types = text.layer_types[: text.num_hidden_layers]
+        self.layers = [_Layer(weights, index, kind, text) for index, kind in enumerate(layer_types)]
+        self.final_norm = _Norm.of(weights["model.decoder.norm.weight"], text.rms_norm_eps)
+        self.sliding_window = int(getattr(text, "sliding_window", 0) or 0)
 
-    def for_canvas(self, cache: Cache, positions: torch.Tensor, batch: int) -> CanvasStep:
-        return CanvasStep(self, cache, positions, batch)
+    @classmethod
+    def of_module(cls, model: torch.nn.Module) -> FusedModel:
+        """From a transformers model in memory (a run's weights, a test's random model); its own modules
+        are left as they were."""
+        config = model.config
+        count = sum(p.numel() for p in model.parameters())
+        return cls(
+            model.state_dict(),
+            config.get_text_config(),
+            config.canvas_length,
+            count,
+            config.tie_word_embeddings,
+        )
+
+    def new_cache(self) -> DynamicCache:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.text_config)
+
+    def canvas_step(self, cache: Cache, canvas: torch.Tensor, positions: torch.Tensor) -> CanvasStep:
+        """The decoder's step over canvases shaped like `canvas` ([B, C]) at `positions` ([1, C])."""
+        return CanvasStep(self, cache, positions, canvas.shape[0])
+
+    def next_token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The head over encoder states ([..., H] -> [..., V]), soft-capped, fp32."""
+        return softcap_(self.head(hidden).float(), self.softcap)
 
     def rotary_tables(self, positions: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """cos and sin per layer type at `positions` ([1, T]), shaped [1, T, 1, D] to broadcast over heads."""
-        probe = torch.empty(0, dtype=self.dtype, device=positions.device)
         tables = {}
         for layer_type in {layer.layer_type for layer in self.layers}:
-            cos, sin = self.rotary_emb(probe, positions, layer_type)  # [1, T, D]
+            cos, sin = self.rotary(positions, layer_type, self.dtype)  # [1, T, D]
             tables[layer_type] = (cos[:, :, None], sin[:, :, None])
         return tables
 
     @torch.inference_mode()
-    def encode(self, ids: torch.Tensor, cache: Cache, positions: torch.Tensor) -> torch.Tensor:
-        """The encoder over `ids` ([B, T] at `positions` [1, T], after what `cache` holds), appending their
-        keys and values to `cache`; its last hidden states [B, T, H]. The encoder's layers hold the
-        decoder's weights, so the same fused layers run it, causally."""
+    def encode(self, ids: torch.Tensor, cache: Cache, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder over `ids` ([B, T] at `positions` [1, T], by default right after what `cache` holds),
+        appending their keys and values to `cache`; its last hidden states [B, T, H]. The encoder's
+        layers hold the decoder's weights, so the same fused layers run it, causally."""
+        ids = ids.to(self.device)
+        if positions is None:
+            start = cache.get_seq_length()
+            positions = torch.arange(start, start + ids.shape[1], device=self.device)[None]
         hidden = F.embedding(ids, self.embedding) * self.embed_scale
         rotary = self.rotary_tables(positions)
         for layer in self.layers:
             cos, sin = rotary[layer.layer_type]
-            hidden = layer(hidden, cos, sin, partial(self._causal, layer, cache, positions[0]))
+            attend = partial(self._causal, layer, cache, positions[0])
+            hidden = layer(hidden, cos, sin, attend, layer.encoder_scalar)
         return self.final_norm(hidden)
 
     def _causal(

@@ -153,39 +153,58 @@ def load_engine(spec: str = "default", device: str = "auto", threads: int | None
 
 
 def import_model_libraries() -> None:
-    from transformers import DiffusionGemmaForBlockDiffusion  # noqa: F401 - the modeling module
+    """What loading a checkpoint on a CPU imports: torch, the engine, transformers' config and cache
+    classes (not its modeling module: the fused layers run the model there)."""
+    import importlib
 
-    import engine.local_engine  # noqa: F401 - torch, transformers' cache classes
+    for module in _CPU_LOADING_MODULES:
+        importlib.import_module(module)
+
+
+_CPU_LOADING_MODULES = (
+    "torch",
+    "safetensors.torch",
+    "transformers.cache_utils",
+    "transformers.models.diffusion_gemma.configuration_diffusion_gemma",
+    "engine.local_engine",
+    "engine.fused_model",
+    "engine.checkpoint_weights",
+)
 
 
 def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Engine:
     import torch
     from safetensors import SafetensorError
-    from transformers import DiffusionGemmaForBlockDiffusion
-    from transformers.utils import logging as hf_logging
 
+    from engine.backbone import Backbone, ModuleBackbone
+    from engine.fused_model import unsupported_reason
     from engine.local_engine import LocalEngine
 
-    hf_logging.disable_progress_bar()  # the server's stderr is a log, not a terminal
     folder = Path(resolved.location)
-    check_checkpoint(folder)
+    config = check_checkpoint(folder)
     dtype = torch.bfloat16 if device.startswith("cuda") or native_bf16(device) else torch.float32
     if dtype == torch.bfloat16 and device == "cpu":
         bound_kernel_caches()
     prompt_format = _prompt_format(folder)
     try:
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(
-            folder, dtype=dtype, use_safetensors=True, local_files_only=True
-        )
+        text = text_config(config)
+        tied = bool(config.get("tie_word_embeddings", True))
+        reason = unsupported_reason(text, tied, device)
+        if reason is None:
+            backbone: Backbone = _fused_model(folder, config, text, dtype)
+        else:
+            logger.info("transformers' modules run %s: the fused layers do not support %s", folder, reason)
+            model = _transformers_model(folder, dtype)
     except (SafetensorError, OSError, ValueError, RuntimeError, KeyError) as err:
         raise EngineError(
             f"could not load the weights in {folder}: {err}. The files may be truncated or corrupt: "
             "copy or download the checkpoint again"
         ) from err
-    model.to(device)
-    parameters = sum(p.numel() for p in model.parameters())
+    if reason is not None:
+        backbone = ModuleBackbone(model.to(device))
+    parameters = backbone.parameter_count
     torch.set_num_threads(threads or auto_threads(device, parameters))
-    vocab = model.config.get_text_config().vocab_size
+    vocab = backbone.text_config.vocab_size
     if prompt_format.vocab_size > vocab:
         raise EngineError(
             f"the tokenizer in {folder} has {prompt_format.vocab_size} tokens but the model only {vocab}: "
@@ -197,14 +216,48 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         family=prompt_format.family,
         device=device,
         dtype=str(dtype).removeprefix("torch."),
-        canvas_length=int(model.config.canvas_length),
+        canvas_length=backbone.canvas_length,
         parameters=parameters,
         gates=read_gates(folder),
     )
     logger.info("loaded %s from %s on %s", resolved.name, folder, device)
-    engine = LocalEngine(model, prompt_format, sampler_settings(model), info)
+    engine = LocalEngine(backbone, prompt_format, sampler_settings(folder), info)
     engine.warm_up()
     return engine
+
+
+def text_config(config: dict):
+    """The text half of a checkpoint's config.json as transformers reads it (DiffusionGemmaTextConfig),
+    without building the whole DiffusionGemmaConfig, whose Gemma 4 vision half imports transformers'
+    activation and model-loading modules (most of a second)."""
+    from transformers.models.diffusion_gemma.configuration_diffusion_gemma import DiffusionGemmaTextConfig
+
+    return DiffusionGemmaTextConfig(**config.get("text_config", {}))
+
+
+# DiffusionGemmaConfig's own default, for a config.json that does not say.
+DEFAULT_CANVAS_LENGTH = 256
+
+
+def _fused_model(folder: Path, config: dict, text, dtype):
+    """The fused layers straight from the safetensors: transformers' modeling module is never imported."""
+    from engine.checkpoint_weights import read_text_weights
+    from engine.fused_model import FusedModel
+
+    weights, parameters = read_text_weights(folder, dtype)
+    canvas = int(config.get("canvas_length") or DEFAULT_CANVAS_LENGTH)
+    return FusedModel(weights, text, canvas, parameters, tied=bool(config.get("tie_word_embeddings", True)))
+
+
+def _transformers_model(folder: Path, dtype):
+    """transformers' model class, for devices and variants the fused layers do not cover."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the server's stderr is a log, not a terminal
+    return DiffusionGemmaForBlockDiffusion.from_pretrained(
+        folder, dtype=dtype, use_safetensors=True, local_files_only=True
+    )
 
 
 CALIBRATION_FILE = "calibration.json"
@@ -261,19 +314,24 @@ def _prompt_format(folder: Path):
     return Gemma4ChatFormat(AutoTokenizer.from_pretrained(folder, local_files_only=True))
 
 
-def sampler_settings(model):
-    """Sampler defaults from the checkpoint's generation config, where it sets them."""
+def sampler_settings(folder: Path):
+    """Sampler defaults from the checkpoint's generation config (generation_config.json), where it sets
+    them (the file's fields default to unset, so reading the JSON is what transformers' class reads)."""
     from engine.sampler import SamplerSettings
 
-    config = model.generation_config
+    path = folder / "generation_config.json"
+    try:
+        config = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, json.JSONDecodeError) as err:
+        raise EngineError(f"{path} is not valid JSON: {err}") from err
     defaults = SamplerSettings()
-    sampler_config = getattr(config, "sampler_config", None)
-    bound = getattr(sampler_config, "entropy_bound", None) if sampler_config is not None else None
+    sampler_config = config.get("sampler_config")
+    bound = sampler_config.get("entropy_bound") if isinstance(sampler_config, dict) else None
     return SamplerSettings(
-        max_steps=getattr(config, "max_denoising_steps", None) or defaults.max_steps,
+        max_steps=config.get("max_denoising_steps") or defaults.max_steps,
         entropy_bound=bound or defaults.entropy_bound,
-        t_max=getattr(config, "t_max", None) or defaults.t_max,
-        t_min=getattr(config, "t_min", None) or defaults.t_min,
-        stability_steps=getattr(config, "stability_threshold", None) or defaults.stability_steps,
-        confidence_threshold=getattr(config, "confidence_threshold", None) or defaults.confidence_threshold,
+        t_max=config.get("t_max") or defaults.t_max,
+        t_min=config.get("t_min") or defaults.t_min,
+        stability_steps=config.get("stability_threshold") or defaults.stability_steps,
+        confidence_threshold=config.get("confidence_threshold") or defaults.confidence_threshold,
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
-from engine.fused_model import FusedModel, unsupported_reason
+from engine.backbone import Backbone
 from engine.prompt_cache import PromptCache, extend_cache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
@@ -35,26 +35,24 @@ class _Row:
 class LocalEngine:
     def __init__(
         self,
-        model: torch.nn.Module,
+        backbone: Backbone,
         prompt_format: PromptFormat,
         settings: SamplerSettings,
         info: EngineInfo,
         max_prompt_tokens: int = 2048,
     ) -> None:
-        self.model = model.eval()
+        self.backbone = backbone
         self.format = prompt_format
         self.settings = settings
         self.info = info
         self.max_prompt_tokens = max_prompt_tokens
-        self.canvas_length = int(model.config.canvas_length)
-        self.device = next(model.parameters()).device
+        self.canvas_length = backbone.canvas_length
+        self.device = backbone.device
         self.bias = suppression_bias(
-            model.config.get_text_config().vocab_size, prompt_format.suppressed_ids, self.device
+            backbone.text_config.vocab_size, prompt_format.suppressed_ids, self.device
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
-        # Prefill and decoder steps in fewer operations where they apply (a CPU); None: transformers' modules.
-        self.fused: FusedModel | None = FusedModel(model) if unsupported_reason(model) is None else None
-        self.prompt_cache = PromptCache(model, self.fused)
+        self.prompt_cache = PromptCache(backbone)
 
     def warm_up(self) -> None:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""
@@ -110,8 +108,8 @@ class LocalEngine:
                 request, n, left, block, generator, drafts if index == 0 else [], first=index == 0
             )
             outcome = denoise(
-                self.model, cache, spec, settings, self.bias, self.eos_ids, generator,
-                deadline=request.deadline, cancel=request.cancel, fused=self.fused,
+                self.backbone, cache, spec, settings, self.bias, self.eos_ids, generator,
+                deadline=request.deadline, cancel=request.cancel,
             )  # fmt: skip
             steps += outcome.steps
             forward_ms += outcome.forward_ms
@@ -130,7 +128,7 @@ class LocalEngine:
                 break
             canvas_ids = outcome.tokens
             extend_start = time.perf_counter()
-            extend_cache(self.model, cache, canvas_ids, self.fused)
+            extend_cache(self.backbone, cache, canvas_ids)
             forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
         finished = time.perf_counter()

@@ -12,12 +12,11 @@ import copy
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import Cache, DynamicCache
-
-from engine.forward import encode
 
 if TYPE_CHECKING:
-    from engine.fused_model import FusedModel
+    from transformers import Cache, DynamicCache
+
+    from engine.backbone import Backbone
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -31,18 +30,14 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
 class PromptCache:
     """Owns one DynamicCache and the token ids it holds. Not thread-safe: one worker uses it."""
 
-    def __init__(self, model: torch.nn.Module, fused: FusedModel | None = None) -> None:
-        self.model = model
-        self.fused = fused  # the encoder's layers in fewer operations, where they apply (a CPU)
+    def __init__(self, backbone: Backbone) -> None:
+        self.backbone = backbone
         self.tokens: list[int] = []
-        self.cache: DynamicCache = self._fresh()
-
-    def _fresh(self) -> DynamicCache:
-        return DynamicCache(config=self.model.config.get_text_config(decoder=True))
+        self.cache: DynamicCache = backbone.new_cache()
 
     def reset(self) -> None:
         self.tokens = []
-        self.cache = self._fresh()
+        self.cache = self.backbone.new_cache()
 
     @torch.inference_mode()
     def encode(self, ids: list[int]) -> tuple[int, torch.Tensor]:
@@ -60,7 +55,7 @@ class PromptCache:
             except (RuntimeError, ValueError):
                 self.reset()
                 reused = 0
-        hidden = extend_cache(self.model, self.cache, torch.tensor([ids[reused:]]), self.fused)
+        hidden = extend_cache(self.backbone, self.cache, torch.tensor([ids[reused:]]))
         self.tokens = list(ids)
         return reused, hidden
 
@@ -84,13 +79,6 @@ class PromptCache:
 
 
 @torch.inference_mode()
-def extend_cache(
-    model: torch.nn.Module, cache: Cache, ids: torch.Tensor, fused: FusedModel | None = None
-) -> torch.Tensor:
-    """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states.
-    With `fused` the encoder's layers run through it, otherwise through transformers' modules."""
-    ids = ids.to(next(model.parameters()).device)
-    if fused is None:
-        return encode(model, ids, cache)  # [B, n, H]
-    start = cache.get_seq_length()
-    return fused.encode(ids, cache, torch.arange(start, start + ids.shape[1], device=ids.device)[None])
+def extend_cache(backbone: Backbone, cache: Cache, ids: torch.Tensor) -> torch.Tensor:
+    """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states [B, n, H]."""
+    return backbone.encode(ids, cache)

@@ -13,18 +13,17 @@ Shapes: B = candidates, C = canvas length, V = vocabulary.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import Cache
 
 from engine.api import CancelToken, StopReason
-from engine.forward import decoder_masks, denoise_logits
 
 if TYPE_CHECKING:
-    from engine.fused_model import FusedModel
+    from transformers import Cache
+
+    from engine.backbone import Backbone
 
 # Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
 _SUPPRESS = -1.0e4
@@ -166,26 +165,9 @@ class Stopper:
         return (self.unchanged >= self.settings.stability_steps) & confident  # [B] bool
 
 
-DecoderStep = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
-
-
-def decoder_step(
-    model: torch.nn.Module,
-    cache: Cache,
-    canvas: torch.Tensor,  # [B, C]
-    positions: torch.Tensor,  # [1, C]
-    fused: FusedModel | None,
-) -> DecoderStep:
-    """One canvas's denoising step, (tokens [B, C], previous logits or None) -> logits [B, C, V]."""
-    if fused is not None:
-        return fused.for_canvas(cache, positions, canvas.shape[0])
-    masks = decoder_masks(model, canvas, cache)
-    return lambda tokens, previous: denoise_logits(model, tokens, cache, positions, masks, previous)
-
-
 @torch.inference_mode()
 def denoise(
-    model: torch.nn.Module,
+    backbone: Backbone,
     cache: Cache,
     spec: CanvasSpec,
     settings: SamplerSettings,
@@ -194,18 +176,16 @@ def denoise(
     generator: torch.Generator,
     deadline: float | None = None,
     cancel: CancelToken | None = None,
-    fused: FusedModel | None = None,
 ) -> CanvasOutcome:
     """Denoise one canvas; `cache` holds the encoded prompt and is only read.
 
-    All tensors live on the model's device (bias, eos_ids, spec and generator included). With `fused`
-    the steps run through it, otherwise through transformers' modules.
+    All tensors live on the backbone's device (bias, eos_ids, spec and generator included).
     """
     batch, length = spec.init.shape
     vocab = bias.shape[0]
     start = cache.get_seq_length()
     positions = torch.arange(start, start + length, device=spec.init.device)[None]  # [1, C]
-    step = decoder_step(model, cache, spec.init, positions, fused)
+    step = backbone.canvas_step(cache, spec.init, positions)
     fixed = spec.fixed
     canvas = spec.init.clone()
     final = spec.init.clone()

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DynamicCache
 
+from engine.backbone import ModuleBackbone
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
 from training.shapes import _TINY_VISION
 
@@ -129,7 +130,7 @@ def ours(model, cache, steps: int, device: str) -> float:
     eos = torch.tensor([1], device=device)
     sync(device)
     start = time.perf_counter()
-    outcome = denoise(model, cache, spec, settings, bias, eos, generator)
+    outcome = denoise(ModuleBackbone(model), cache, spec, settings, bias, eos, generator)
     sync(device)
     assert outcome.steps == steps
     return 256 / (time.perf_counter() - start)

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from engine import InfillRequest, load_engine
-from engine.autoregressive import decode_autoregressive, next_token_logits
-from engine.forward import encode, new_cache
+from engine.autoregressive import decode_autoregressive
 from evaluation import cli
 from evaluation.benchmarks import BENCHMARKS_ENV, Item, load_items
 from evaluation.execute import check_completion, network_isolation
@@ -212,14 +211,13 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-class ForcedLogits(torch.nn.Module):
-    """Wraps lm_head: from call `eos_at` on EOS wins; before it (and always when None) EOS loses."""
+class ForcedLogits:
+    """Wraps the head: from call `eos_at` on EOS wins; before it (and always when None) EOS loses."""
 
-    def __init__(self, head: torch.nn.Module, eos: int, eos_at: int | None) -> None:
-        super().__init__()
+    def __init__(self, head, eos: int, eos_at: int | None) -> None:
         self.head, self.eos, self.eos_at, self.calls = head, eos, eos_at, 0
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         logits = self.head(hidden).clone()
         logits[..., self.eos] = 1e4 if self.eos_at is not None and self.calls >= self.eos_at else -1e4
@@ -234,7 +232,7 @@ REQUEST = InfillRequest(
 def _engine_with_head(model_dir: Path, threads: int, eos_at: int | None):
     engine = load_engine(str(model_dir), device="cpu", threads=threads)
     eos = next(iter(engine.format.eos_ids))
-    engine.model.lm_head = ForcedLogits(engine.model.lm_head, eos, eos_at)
+    engine.backbone.next_token_logits = ForcedLogits(engine.backbone.next_token_logits, eos, eos_at)
     return engine
 
 
@@ -265,8 +263,8 @@ def test_ar_decoding_with_the_kv_cache_matches_recomputing_everything(tiny_model
     sequence, expected = engine.prompt_ids(request), []
     with torch.inference_mode():
         for _ in range(request.max_new_tokens):
-            hidden = encode(engine.model, torch.tensor([sequence]), new_cache(engine.model))
-            token = int((next_token_logits(engine.model, hidden) + engine.bias).argmax())
+            hidden = engine.backbone.encode(torch.tensor([sequence]), engine.backbone.new_cache())
+            token = int((engine.backbone.next_token_logits(hidden[0, -1]) + engine.bias).argmax())
             if token in engine.format.eos_ids:
                 break
             expected.append(token)

@@ -12,6 +12,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     EntropyBoundSamplerConfig,
 )
 
+from engine.backbone import ModuleBackbone
 from engine.forward import new_cache
 from engine.fused_model import FusedModel
 from engine.prompt_cache import extend_cache
@@ -52,14 +53,14 @@ def reference(model, prompt: torch.Tensor, canvas: torch.Tensor, steps: int, **s
 def ours(
     model, prompt: torch.Tensor, canvas: torch.Tensor, steps: int, fused: bool = False, **sampler
 ) -> torch.Tensor:
+    backbone = FusedModel.of_module(model) if fused else ModuleBackbone(model)
     cache = new_cache(model)
-    extend_cache(model, cache, prompt)
+    extend_cache(backbone, cache, prompt)
     vocab = model.config.get_text_config().vocab_size
     spec = CanvasSpec(init=canvas.clone(), fixed=torch.zeros_like(canvas, dtype=torch.bool))
     settings = SamplerSettings(max_steps=steps, **sampler)
-    step = FusedModel(model) if fused else None
     bias, eos = torch.zeros(vocab), torch.tensor([EOS])
-    out = denoise(model, cache, spec, settings, bias, eos, torch.Generator(), fused=step)
+    out = denoise(backbone, cache, spec, settings, bias, eos, torch.Generator())
     tokens = out.tokens.clone()
     after_eos = (tokens == EOS).cumsum(-1) - (tokens == EOS).long() > 0  # as generate pads them
     return tokens.masked_fill(after_eos, PAD)

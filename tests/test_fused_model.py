@@ -2,10 +2,14 @@
 encoder prefill's hidden states and cached keys and values (within float rounding) on a random-weight
 model of the released architecture (sliding and full attention layers, separate and shared values, MoE,
 soft-capping) in fp32 and on the bundled bf16 model, with and without self-conditioning, over several
-rows and prompts longer than the sliding window."""
+rows and prompts longer than the sliding window; and built from a checkpoint's files without transformers'
+modeling module, as the server loads it, to the same numbers."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import weakref
 from pathlib import Path
 
@@ -13,9 +17,13 @@ import pytest
 import torch
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
+from engine.backbone import ModuleBackbone, backbone_of
+from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_model import FusedModel, unsupported_reason
+from engine.loading import text_config
 from engine.prompt_cache import extend_cache
+from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
 
@@ -35,7 +43,7 @@ def compare(model, prompt: int, canvas: int, rows: int, tolerance: float) -> Non
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(prompt + canvas + rows)
     cache = new_cache(model)
-    extend_cache(model, cache, torch.randint(2, vocab, (1, prompt), generator=g))
+    extend_cache(ModuleBackbone(model), cache, torch.randint(2, vocab, (1, prompt), generator=g))
     if rows > 1:
         cache.batch_repeat_interleave(rows)
     tokens = torch.randint(2, vocab, (rows, canvas), generator=g)
@@ -44,14 +52,14 @@ def compare(model, prompt: int, canvas: int, rows: int, tolerance: float) -> Non
         masks = decoder_masks(model, tokens, cache)
         first = denoise_logits(model, tokens, cache, positions, masks)
         second = denoise_logits(model, tokens, cache, positions, masks, first)
-        step = FusedModel(model).for_canvas(cache, positions, rows)
+        step = FusedModel.of_module(model).canvas_step(cache, tokens, positions)
         assert (step(tokens) - first).abs().max() <= tolerance
         assert (step(tokens, first) - second).abs().max() <= tolerance
         again = step(tokens.flip(0), first.flip(0))  # a step reuses the canvas's buffers
         assert (
             again - denoise_logits(model, tokens.flip(0), cache, positions, masks, first.flip(0))
         ).abs().max() <= tolerance
-        # Fusing leaves the model's own modules computing what they did (its weights became views).
+        # Fusing leaves the model's own modules computing what they did.
         assert torch.equal(denoise_logits(model, tokens, cache, positions, masks, first), second)
 
 
@@ -66,23 +74,25 @@ def test_fused_step_matches_transformers_on_the_bundled_bf16_model(canvas, rows)
     compare(model, 200, canvas, rows, tolerance=1e-3)
 
 
-def compare_prefill(model, prompt: int, extension: int, rows: int, tolerance: float) -> None:
-    """The encoder through the fused layers against transformers' encoder: the same hidden states and
-    the same cache, for a prompt and then `extension` more tokens on `rows` rows."""
+def compare_prefill(
+    model, prompt: int, extension: int, rows: int, tolerance: float, fused: FusedModel | None = None
+) -> None:
+    """The encoder through the fused layers (by default built from `model`) against transformers'
+    encoder: the same hidden states and the same cache, for a prompt and then `extension` more tokens
+    on `rows` rows."""
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(prompt + extension + rows)
     first = torch.randint(2, vocab, (1, prompt), generator=g)
     more = torch.randint(2, vocab, (rows, extension), generator=g)
-    fused = FusedModel(model)
+    backbones = {"reference": ModuleBackbone(model), "fused": fused or FusedModel.of_module(model)}
     caches = {"reference": new_cache(model), "fused": new_cache(model)}
     with torch.inference_mode():
-        hidden = {name: [extend_cache(model, cache, first, fused if name == "fused" else None)]
-                  for name, cache in caches.items()}  # fmt: skip
+        hidden = {name: [extend_cache(backbones[name], cache, first)] for name, cache in caches.items()}
         for name, cache in caches.items():
             if rows > 1:
                 cache.batch_repeat_interleave(rows)
             if extension:
-                hidden[name].append(extend_cache(model, cache, more, fused if name == "fused" else None))
+                hidden[name].append(extend_cache(backbones[name], cache, more))
     for want, got in zip(hidden["reference"], hidden["fused"], strict=True):
         assert want.shape == got.shape and (want - got).abs().max() <= tolerance
     reference, ours = caches["reference"], caches["fused"]
@@ -108,7 +118,66 @@ def test_fused_prefill_matches_transformers_encoder_on_the_bundled_bf16_model():
 
 
 def test_the_engine_prefills_and_decodes_through_the_fused_layers_on_a_cpu(tiny_engine):
-    assert tiny_engine.fused is not None and tiny_engine.prompt_cache.fused is tiny_engine.fused
+    assert isinstance(tiny_engine.backbone, FusedModel)
+    assert tiny_engine.prompt_cache.backbone is tiny_engine.backbone
+
+
+def test_rotary_tables_are_the_models_own():
+    # Sliding layers with default rope and full layers with proportional rope over a larger head, and
+    # the bundled bf16 model: equal, not merely close.
+    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
+    for model in (released_shape(), bundled):
+        text = model.config.get_text_config()
+        dtype = model.model.decoder.embed_tokens.weight.dtype
+        ours = RotaryTables(text)
+        positions = torch.arange(0, 3000, 7)[None]
+        probe = torch.empty(0, dtype=dtype)
+        for layer_type in set(text.layer_types):
+            want = model.model.decoder.rotary_emb(probe, positions, layer_type)
+            got = ours(positions, layer_type, dtype)
+            assert all(torch.equal(w, g) for w, g in zip(want, got, strict=True))
+
+
+def test_the_fused_layers_built_from_a_checkpoints_files_compute_what_transformers_does(tmp_path):
+    # As the server loads a CPU checkpoint: the safetensors read directly (here sharded), no model object.
+    # The encoder's layer scalars are buffers, not tied to the decoder's: made different here.
+    model = released_shape()
+    for index, (encoder, decoder) in enumerate(
+        zip(model.model.encoder.language_model.layers, model.model.decoder.layers, strict=True)
+    ):
+        encoder.layer_scalar.fill_(0.5 + index)
+        decoder.layer_scalar.fill_(2.0 - index / 4)
+    model.save_pretrained(tmp_path, max_shard_size="300KB")
+    assert len(list(tmp_path.glob("*.safetensors"))) > 1
+    weights, parameters = read_text_weights(tmp_path, torch.float32)
+    assert parameters == sum(p.numel() for p in model.parameters())
+    text = text_config(json.loads((tmp_path / "config.json").read_text()))
+    assert text.to_dict() == model.config.get_text_config().to_dict()
+    fused = FusedModel(weights, text, 16, parameters)
+    compare_prefill(model, 100, 8, 2, tolerance=1e-4, fused=fused)
+    vocab = model.config.get_text_config().vocab_size
+    cache = new_cache(model)
+    extend_cache(fused, cache, torch.randint(2, vocab, (1, 40)))
+    cache.batch_repeat_interleave(2)
+    tokens, positions = torch.randint(2, vocab, (2, 16)), torch.arange(40, 56)[None]
+    with torch.inference_mode():
+        want = denoise_logits(model, tokens, cache, positions, decoder_masks(model, tokens, cache))
+        assert (fused.canvas_step(cache, tokens, positions)(tokens, None) - want).abs().max() <= 1e-4
+
+
+def test_loading_the_bundled_model_on_a_cpu_imports_no_transformers_model_code():
+    # Importing the model class, or the whole config (whose Gemma 4 vision half pulls in activations and
+    # model loading), is most of a server's start; the fused layers need the text config class only.
+    script = (
+        "import json, sys; from engine.loading import load_engine; load_engine('default', device='cpu'); "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    modules = set(json.loads(out.stdout.splitlines()[-1]))
+    assert "transformers.models.diffusion_gemma.configuration_diffusion_gemma" in modules
+    slow = {"transformers.models.diffusion_gemma.modeling_diffusion_gemma", "transformers.activations",
+            "transformers.models.gemma4.configuration_gemma4", "transformers.core_model_loading"}  # fmt: skip
+    assert not modules & slow
 
 
 def test_a_finished_canvas_step_is_freed_at_once():
@@ -116,8 +185,9 @@ def test_a_finished_canvas_step_is_freed_at_once():
     # runs: measured, that made a 3-row step's setup 10x slower.
     model = released_shape()
     cache = new_cache(model)
-    extend_cache(model, cache, torch.arange(2, 30)[None])
-    step = FusedModel(model).for_canvas(cache, torch.arange(28, 44)[None], 3)
+    fused = FusedModel.of_module(model)
+    extend_cache(fused, cache, torch.arange(2, 30)[None])
+    step = fused.canvas_step(cache, torch.zeros(3, 16, dtype=torch.long), torch.arange(28, 44)[None])
     step(torch.arange(2, 18).repeat(3, 1))
     freed = weakref.ref(step)
     del step
@@ -132,14 +202,24 @@ def test_softcap_in_place_is_tanh_within_rounding():
 
 def test_models_the_fused_step_does_not_cover_are_named():
     model = released_shape()
-    assert unsupported_reason(model) is None
-    model.config.text_config.use_clipped_linears = True
-    assert unsupported_reason(model) == "clipped linears"
+    text = model.config.get_text_config()
+    assert unsupported_reason(text) is None
+    assert isinstance(backbone_of(model), FusedModel)
+    assert unsupported_reason(text, device="cuda").startswith("not on a CPU")
+    text.use_clipped_linears = True
+    assert unsupported_reason(text) == "clipped linears"
     with pytest.raises(ValueError, match="clipped linears"):
-        FusedModel(model)
+        FusedModel.of_module(model)
+    assert isinstance(backbone_of(model), ModuleBackbone)
+    text.use_clipped_linears = False
+    text.rope_parameters["sliding_attention"]["rope_type"] = "dynamic"
+    assert unsupported_reason(text) == "rope type dynamic on sliding_attention layers"
 
 
 def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
     model = released_shape(tied=False)
     assert model.lm_head.weight.data_ptr() != model.model.decoder.embed_tokens.weight.data_ptr()
-    assert unsupported_reason(model) == "a head not tied to the embedding"
+    assert unsupported_reason(model.config.get_text_config(), model.config.tie_word_embeddings) == (
+        "a head not tied to the embedding"
+    )
+    assert isinstance(backbone_of(model), ModuleBackbone)

@@ -20,28 +20,29 @@ from engine.sampler import (
 )
 
 
-class ForwardSpy(torch.nn.Module):
-    """Wraps the real model to record each decoder call; `on_call` may act (set a flag) after a call."""
+class BackboneSpy:
+    """Wraps the engine's backbone to record each decoder step's canvas; `on_call` may act (set a flag)
+    after a step."""
 
-    def __init__(self, model, on_call=None) -> None:
-        super().__init__()
-        self.model_ = model
+    def __init__(self, backbone, on_call=None) -> None:
+        self.backbone = backbone
         self.canvases: list[torch.Tensor] = []
         self.on_call = on_call
 
-    def forward(self, **kwargs):
-        if "decoder_input_ids" in kwargs:
-            self.canvases.append(kwargs["decoder_input_ids"].clone())
-        out = self.model_(**kwargs)
-        if self.on_call is not None:
-            self.on_call(len(self.canvases))
-        return out
+    def canvas_step(self, cache, canvas, positions):
+        step = self.backbone.canvas_step(cache, canvas, positions)
 
-    def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self.model_, name)
+        def spied(tokens, previous):
+            self.canvases.append(tokens.clone())
+            out = step(tokens, previous)
+            if self.on_call is not None:
+                self.on_call(len(self.canvases))
+            return out
+
+        return spied
+
+    def __getattr__(self, name):  # the encoder and everything else: the real backbone's
+        return getattr(self.backbone, name)
 
 
 @pytest.fixture
@@ -49,34 +50,9 @@ def engine(tiny_model_dir):
     return load_engine(str(tiny_model_dir), device="cpu")
 
 
-class FusedSpy:
-    """Wraps the engine's fused decoder so its steps are recorded by the same spy."""
-
-    def __init__(self, fused, spy: ForwardSpy) -> None:
-        self.fused = fused
-        self.spy = spy
-
-    def for_canvas(self, cache, positions, batch):
-        step = self.fused.for_canvas(cache, positions, batch)
-
-        def spied(tokens, previous):
-            self.spy.canvases.append(tokens.clone())
-            out = step(tokens, previous)
-            if self.spy.on_call is not None:
-                self.spy.on_call(len(self.spy.canvases))
-            return out
-
-        return spied
-
-    def encode(self, ids, cache, positions):  # the encoder is not what the spy records
-        return self.fused.encode(ids, cache, positions)
-
-
-def spy_on(engine, on_call=None) -> ForwardSpy:
-    spy = ForwardSpy(engine.model, on_call)
-    engine.model = spy
-    if engine.fused is not None:  # the decoder's steps run through the fused step, not the model
-        engine.fused = FusedSpy(engine.fused, spy)
+def spy_on(engine, on_call=None) -> BackboneSpy:
+    spy = BackboneSpy(getattr(engine.backbone, "backbone", engine.backbone), on_call)
+    engine.backbone = spy
     return spy
 
 
@@ -295,7 +271,7 @@ def test_min_new_tokens_keeps_eos_out_of_the_first_positions(engine):
     spec = CanvasSpec(init=init, fixed=torch.zeros(1, 16, dtype=torch.bool), min_tokens=2)
     settings = SamplerSettings(max_steps=3)
     outcome = denoise(
-        engine.model, engine.prompt_cache.cache, spec, settings, favour_eos, engine.eos_ids, generator
+        engine.backbone, engine.prompt_cache.cache, spec, settings, favour_eos, engine.eos_ids, generator
     )
     tokens = outcome.tokens[0].tolist()
     assert eos not in tokens[:2] and tokens[2:] == [eos] * 14
@@ -315,7 +291,7 @@ def test_enough_converged_rows_end_the_canvas(engine):
     for enough, steps in ((1, 1), (0, 8)):
         spec = CanvasSpec(init=init.clone(), fixed=fixed, guess=init.clone(), enough=enough)
         outcome = denoise(
-            engine.model,
+            engine.backbone,
             engine.prompt_cache.working_cache(2),
             spec,
             settings,
@@ -341,7 +317,7 @@ def test_a_sticky_row_shows_its_draft_until_the_model_is_sure_of_a_replacement(e
     def run(bias: torch.Tensor):
         spec = CanvasSpec(init=init.clone(), fixed=fixed, sticky=sticky, guess=init.clone())
         settings = SamplerSettings(max_steps=1)
-        return denoise(engine.model, cache, spec, settings, bias, engine.eos_ids, generator)
+        return denoise(engine.backbone, cache, spec, settings, bias, engine.eos_ids, generator)
 
     unsure = run(engine.bias)
     assert int((unsure.tokens[0] != init[0]).sum()) <= 1

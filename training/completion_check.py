@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from engine.api import EngineInfo
+from engine.backbone import backbone_of
 from engine.loading import native_bf16
 from engine.local_engine import LocalEngine
 from engine.prompts import FimFormat
@@ -42,7 +43,7 @@ def completion_figures(model: torch.nn.Module, fmt: FimFormat, rows: int) -> dic
         canvas_length=int(copy.config.canvas_length),
         parameters=sum(p.numel() for p in copy.parameters()),
     )
-    engine = LocalEngine(copy, fmt, shipped_sampler_settings(), info)
+    engine = LocalEngine(backbone_of(copy), fmt, shipped_sampler_settings(), info)
     report = run_eval(engine, BENCHMARKS["heldout"], items, MODEL_ALONE, language=CHECK_SET)
     summary = next(s for s in report.summaries if s.decoder == DIFFUSION)
     return {

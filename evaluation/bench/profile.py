@@ -23,6 +23,7 @@ from dgemma_lsp.inline.pipeline import complete
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import load_engine
 from engine.api import InfillResult
+from engine.backbone import Backbone, ModuleBackbone
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "stats.py"
 
@@ -68,14 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     engine = load_engine(args.model, device="cpu")
-    fused = engine.fused
     text = DEMO.read_text()
     cursor = text.index("return \n") + len("return ")
     snapshot = standalone(text, "python", LanguageRegistry()).snapshot()
     canvas = {} if args.single_line_canvas is None else {"canvas_tokens_single_line": args.single_line_canvas}
     options = Options(completion=CompletionOptions(latency_budget_ms=0, drafts=not args.no_drafts, **canvas))
-    decoders = {"fused": fused, "reference": None}
-    names = list(decoders) if args.decoders == "both" else [args.decoders]
+    names = ["fused", "reference"] if args.decoders == "both" else [args.decoders]
+    decoders = {"fused": engine.backbone}
+    if "reference" in names:
+        decoders["reference"] = transformers_modules(engine)
     runs: dict[str, list[Run]] = {name: [] for name in names}
     for name in names:
         use(engine, decoders[name])
@@ -106,9 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def use(engine, fused) -> None:
-    """The engine's prefill and steps through `fused`, or through transformers' modules (None)."""
-    engine.fused = engine.prompt_cache.fused = fused
+def transformers_modules(engine) -> Backbone:
+    """The engine's checkpoint as transformers' model class, in the same dtype."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(
+        engine.info.source, dtype=getattr(torch, engine.info.dtype), local_files_only=True
+    )
+    return ModuleBackbone(model)
+
+
+def use(engine, backbone: Backbone) -> None:
+    """The engine's prefill and steps through `backbone`."""
+    engine.backbone = engine.prompt_cache.backbone = backbone
 
 
 if __name__ == "__main__":
