@@ -142,8 +142,12 @@ class _Layer:
         self.router_proj = _Linear(w("router.proj.weight"))
         self.per_expert_scale = w("router.per_expert_scale")
         self.top_k = text.top_k_experts
-        self.expert_gate_up = [_Linear(e) for e in w("experts.gate_up_proj")]  # E x [2I', H]
-        self.expert_down = [_Linear(e) for e in w("experts.down_proj")]  # E x [H, I']
+        gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
+        self.expert_gate_up = [_Linear(e) for e in gate_up]  # E x [2I', H]
+        self.expert_down = [_Linear(e) for e in down]  # E x [H, I']
+        # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs.
+        self.all_gate_up = _Linear(gate_up.reshape(-1, gate_up.shape[-1]))  # [E * 2I', H]
+        self.all_down = down.transpose(1, 2).contiguous()  # [E, I', H]
         # The layer scalars are buffers, the encoder's not tied to the decoder's.
         self.decoder_scalar = _scalar(w("layer_scalar"))
         self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
@@ -154,11 +158,24 @@ class _Layer:
         return normed.to(qk.dtype)
 
     def moe(self, x: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
-        """The routed experts as transformers computes them: `routed` chooses, `x` is what they read."""
+        """The routed experts as transformers computes them: `routed` chooses, `x` ([N, H]) is what they
+        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 matmuls
+        instead of up to 16, and no shape that depends on the routing); a prompt's many rows only the
+        chosen ones."""
+        weights, index = self.route(routed)
+        if x.shape[0] <= ALL_EXPERTS_ROWS:
+            return self.all_experts(x, weights, index)
+        return self.chosen_experts(x, weights, index)
+
+    def route(self, routed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's top-k experts ([N, k]) and their weights ([N, k], fp32)."""
         normed = self.router_norm(routed) * self.router_scale * self.router_root
         probs = self.router_proj(normed).softmax(dim=-1, dtype=torch.float32)
         weights, index = probs.topk(self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[index]
+        return weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[index], index
+
+    def chosen_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Each expert over the rows that chose it, as transformers runs them."""
         experts, order = index.reshape(-1).sort()
         counts = torch.bincount(experts, minlength=len(self.expert_gate_up)).tolist()
         picked = x[order // self.top_k]
@@ -172,6 +189,16 @@ class _Layer:
         out = torch.cat(parts) * weights.reshape(-1)[order, None]  # fp32, as transformers weighs them
         restored = torch.empty_like(out).index_copy_(0, order, out)
         return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
+
+    def all_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Every expert over every row, weighed by the routing (zero for experts not chosen): each
+        chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
+        rows, experts = x.shape[0], len(self.expert_gate_up)
+        share = torch.zeros(rows, experts, dtype=torch.float32, device=x.device).scatter_(1, index, weights)
+        gate, up = self.all_gate_up(x).view(rows, experts, 2, -1).unbind(2)  # [N, E, I'] each
+        hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N, I']
+        out = torch.bmm(hidden, self.all_down)  # [E, N, H]
+        return (out.float() * share.t()[..., None]).sum(dim=0).to(x.dtype)
 
     def __call__(
         self,
@@ -206,6 +233,12 @@ class _Layer:
         routed = self.moe(self.pre_ff_norm_2(flat), flat).view(hidden.shape)
         hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
         return hidden if scalar is None else hidden * scalar
+
+
+# Up to this many rows (tokens) the experts run all at once (measured on a 2-core x86-64 VM, one
+# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; at 150 the
+# chosen experts alone are cheaper, 1.8 against 3.6 ms).
+ALL_EXPERTS_ROWS = 64
 
 
 def _scalar(value: torch.Tensor) -> torch.Tensor | None:

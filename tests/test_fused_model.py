@@ -223,3 +223,22 @@ def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
         "a head not tied to the embedding"
     )
     assert isinstance(backbone_of(model), ModuleBackbone)
+
+
+@pytest.mark.parametrize("rows", [1, 16, 48, 100])
+def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
+    # A canvas's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
+    # same numbers as running each chosen expert on its rows (in the bundled model's bf16, exactly).
+    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
+    for model in (released_shape(), bundled):
+        layer = FusedModel.of_module(model).layers[-1]
+        g = torch.Generator().manual_seed(rows)
+        x, routed = (torch.randn(rows, layer.router_scale.shape[0], generator=g) for _ in range(2))
+        dtype = model.model.decoder.embed_tokens.weight.dtype
+        weights, index = layer.route(routed.to(dtype))
+        chosen = layer.chosen_experts(x.to(dtype), weights, index)
+        together = layer.all_experts(x.to(dtype), weights, index)
+        if dtype == torch.bfloat16:  # the bundled model: the same numbers
+            assert torch.equal(together, chosen)
+        else:  # fp32 matmuls of other widths may round their sums differently
+            assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-7)
