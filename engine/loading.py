@@ -166,6 +166,7 @@ _CPU_LOADING_MODULES = (
     "safetensors.torch",
     "transformers.cache_utils",
     "transformers.models.diffusion_gemma.configuration_diffusion_gemma",
+    "transformers.modeling_rope_utils",  # proportional rope tables (engine.rotary)
     "engine.local_engine",
     "engine.fused_model",
     "engine.checkpoint_weights",
