@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine.api import Candidate, InfillRequest, InfillResult, StopReason, Timings
-from engine.prompt_cache import extend_cache
 
 if TYPE_CHECKING:
     from engine.local_engine import LocalEngine
@@ -58,7 +57,7 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
         if request.deadline is not None and time.monotonic() >= request.deadline:
             reason = "deadline"
             break
-        hidden = extend_cache(engine.backbone, cache, torch.tensor([[token]]))  # [1, 1, H]
+        hidden = engine.backbone.encode(torch.tensor([[token]]), cache)  # [1, 1, H]
         engine.prompt_cache.record(cache, [token])
     finished = time.perf_counter()
 

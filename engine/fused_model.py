@@ -79,11 +79,6 @@ def _mkldnn_linear() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def _fuse_rows(*weights: torch.Tensor) -> torch.Tensor:
-    """One weight for linears that read the same input."""
-    return torch.cat(weights, dim=0)
-
-
 @dataclass
 class _Norm:
     """An RMS norm as DiffusionGemmaRMSNorm computes it (in fp32, cast back), its fp32 scale kept."""
@@ -118,8 +113,8 @@ class _Layer:
         self.heads = w("self_attn.q_proj.weight").shape[0] // self.head_dim
         self.separate_values = prefix + "self_attn.v_proj.weight" in weights
         projections = ["q_proj", "k_proj"] + (["v_proj"] if self.separate_values else [])
-        # [(heads + kv_heads [+ kv_heads]) * D, H]
-        self.qkv = _Linear(_fuse_rows(*(w(f"self_attn.{name}.weight") for name in projections)))
+        # Linears that read the same input as one weight: [(heads + kv_heads [+ kv_heads]) * D, H]
+        self.qkv = _Linear(torch.cat([w(f"self_attn.{name}.weight") for name in projections]))
         # q_norm and k_norm as one norm over [heads + kv_heads] head vectors with stacked scales
         self.qk_scale = torch.cat(
             [w("self_attn.q_norm.weight").float().expand(self.heads, -1),
@@ -134,7 +129,7 @@ class _Layer:
         self.post_ff_norm_1 = norm("post_feedforward_layernorm_1")
         self.post_ff_norm_2 = norm("post_feedforward_layernorm_2")
         self.pre_ff_norm_2 = norm("pre_feedforward_layernorm_2")
-        self.gate_up = _Linear(_fuse_rows(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")))  # [2I, H]
+        self.gate_up = _Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]))  # [2I, H]
         self.down = _Linear(w("mlp.down_proj.weight"))
         self.router_norm = _Norm.of(None, text.rms_norm_eps)
         self.router_scale = w("router.scale")
@@ -340,7 +335,7 @@ class FusedModel:
         self.sc_pre_norm = _Norm.of(weights[sc + "pre_norm.weight"], text.rms_norm_eps)
         self.sc_post_norm = _Norm.of(None, text.rms_norm_eps)
         gate, up = weights[sc + "gate_proj.weight"], weights[sc + "up_proj.weight"]
-        self.sc_gate_up = _Linear(_fuse_rows(gate, up))
+        self.sc_gate_up = _Linear(torch.cat([gate, up]))
         self.sc_down = _Linear(weights[sc + "down_proj.weight"])
         self.rotary = RotaryTables(text, self.device)
         layer_types = text.layer_types[: text.num_hidden_layers]
@@ -384,14 +379,13 @@ class FusedModel:
         return tables
 
     @torch.inference_mode()
-    def encode(self, ids: torch.Tensor, cache: Cache, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """The encoder over `ids` ([B, T] at `positions` [1, T], by default right after what `cache` holds),
-        appending their keys and values to `cache`; its last hidden states [B, T, H]. The encoder's
-        layers hold the decoder's weights, so the same fused layers run it, causally."""
+    def encode(self, ids: torch.Tensor, cache: Cache) -> torch.Tensor:
+        """The encoder over `ids` ([B, T]) right after what `cache` holds, appending their keys and values
+        to `cache`; its last hidden states [B, T, H]. The encoder's layers hold the decoder's weights, so
+        the same fused layers run it, causally."""
         ids = ids.to(self.device)
-        if positions is None:
-            start = cache.get_seq_length()
-            positions = torch.arange(start, start + ids.shape[1], device=self.device)[None]
+        start = cache.get_seq_length()
+        positions = torch.arange(start, start + ids.shape[1], device=self.device)[None]  # [1, T]
         hidden = F.embedding(ids, self.embedding) * self.embed_scale
         rotary = self.rotary_tables(positions)
         for layer in self.layers:

@@ -192,7 +192,7 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         tied = bool(config.get("tie_word_embeddings", True))
         reason = unsupported_reason(text, tied, device)
         if reason is None:
-            backbone: Backbone = _fused_model(folder, config, text, dtype)
+            backbone: Backbone = _fused_model(folder, config, text, tied, dtype)
         else:
             logger.info("transformers' modules run %s: the fused layers do not support %s", folder, reason)
             model = _transformers_model(folder, dtype)
@@ -240,14 +240,14 @@ def text_config(config: dict):
 DEFAULT_CANVAS_LENGTH = 256
 
 
-def _fused_model(folder: Path, config: dict, text, dtype):
+def _fused_model(folder: Path, config: dict, text, tied: bool, dtype):
     """The fused layers straight from the safetensors: transformers' modeling module is never imported."""
     from engine.checkpoint_weights import read_text_weights
     from engine.fused_model import FusedModel
 
     weights, parameters = read_text_weights(folder, dtype)
     canvas = int(config.get("canvas_length") or DEFAULT_CANVAS_LENGTH)
-    return FusedModel(weights, text, canvas, parameters, tied=bool(config.get("tie_word_embeddings", True)))
+    return FusedModel(weights, text, canvas, parameters, tied)
 
 
 def _transformers_model(folder: Path, dtype):

@@ -15,7 +15,7 @@ import torch
 
 from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
 from engine.backbone import Backbone
-from engine.prompt_cache import PromptCache, extend_cache
+from engine.prompt_cache import PromptCache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
 
@@ -128,7 +128,7 @@ class LocalEngine:
                 break
             canvas_ids = outcome.tokens
             extend_start = time.perf_counter()
-            extend_cache(self.backbone, cache, canvas_ids)
+            self.backbone.encode(canvas_ids, cache)
             forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
         finished = time.perf_counter()

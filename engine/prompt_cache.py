@@ -55,7 +55,7 @@ class PromptCache:
             except (RuntimeError, ValueError):
                 self.reset()
                 reused = 0
-        hidden = extend_cache(self.backbone, self.cache, torch.tensor([ids[reused:]]))
+        hidden = self.backbone.encode(torch.tensor([ids[reused:]]), self.cache)
         self.tokens = list(ids)
         return reused, hidden
 
@@ -73,12 +73,6 @@ class PromptCache:
         return copied
 
     def record(self, cache: Cache, ids: list[int]) -> None:
-        """Note tokens a caller appended to the kept cache through `extend_cache`."""
+        """Note tokens a caller appended to the kept cache (through the backbone's `encode`)."""
         if cache is self.cache:
             self.tokens.extend(ids)
-
-
-@torch.inference_mode()
-def extend_cache(backbone: Backbone, cache: Cache, ids: torch.Tensor) -> torch.Tensor:
-    """Encode `ids` ([B, n]) after what `cache` holds; returns the encoder's last hidden states [B, n, H]."""
-    return backbone.encode(ids, cache)

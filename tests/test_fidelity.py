@@ -15,7 +15,6 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 from engine.backbone import ModuleBackbone
 from engine.forward import new_cache
 from engine.fused_model import FusedModel
-from engine.prompt_cache import extend_cache
 from engine.prompts import CURSOR_MARK, INSTRUCTION, Gemma4ChatFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, sample
 from evaluation.gpu_bench import TINY_TEXT
@@ -55,7 +54,7 @@ def ours(
 ) -> torch.Tensor:
     backbone = FusedModel.of_module(model) if fused else ModuleBackbone(model)
     cache = new_cache(model)
-    extend_cache(backbone, cache, prompt)
+    backbone.encode(prompt, cache)
     vocab = model.config.get_text_config().vocab_size
     spec = CanvasSpec(init=canvas.clone(), fixed=torch.zeros_like(canvas, dtype=torch.bool))
     settings = SamplerSettings(max_steps=steps, **sampler)

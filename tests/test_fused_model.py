@@ -22,7 +22,6 @@ from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_model import FusedModel, unsupported_reason
 from engine.loading import text_config
-from engine.prompt_cache import extend_cache
 from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
@@ -43,7 +42,7 @@ def compare(model, prompt: int, canvas: int, rows: int, tolerance: float) -> Non
     vocab = model.config.get_text_config().vocab_size
     g = torch.Generator().manual_seed(prompt + canvas + rows)
     cache = new_cache(model)
-    extend_cache(ModuleBackbone(model), cache, torch.randint(2, vocab, (1, prompt), generator=g))
+    ModuleBackbone(model).encode(torch.randint(2, vocab, (1, prompt), generator=g), cache)
     if rows > 1:
         cache.batch_repeat_interleave(rows)
     tokens = torch.randint(2, vocab, (rows, canvas), generator=g)
@@ -87,12 +86,12 @@ def compare_prefill(
     backbones = {"reference": ModuleBackbone(model), "fused": fused or FusedModel.of_module(model)}
     caches = {"reference": new_cache(model), "fused": new_cache(model)}
     with torch.inference_mode():
-        hidden = {name: [extend_cache(backbones[name], cache, first)] for name, cache in caches.items()}
+        hidden = {name: [backbones[name].encode(first, cache)] for name, cache in caches.items()}
         for name, cache in caches.items():
             if rows > 1:
                 cache.batch_repeat_interleave(rows)
             if extension:
-                hidden[name].append(extend_cache(backbones[name], cache, more))
+                hidden[name].append(backbones[name].encode(more, cache))
     for want, got in zip(hidden["reference"], hidden["fused"], strict=True):
         assert want.shape == got.shape and (want - got).abs().max() <= tolerance
     reference, ours = caches["reference"], caches["fused"]
@@ -157,7 +156,7 @@ def test_the_fused_layers_built_from_a_checkpoints_files_compute_what_transforme
     compare_prefill(model, 100, 8, 2, tolerance=1e-4, fused=fused)
     vocab = model.config.get_text_config().vocab_size
     cache = new_cache(model)
-    extend_cache(fused, cache, torch.randint(2, vocab, (1, 40)))
+    fused.encode(torch.randint(2, vocab, (1, 40)), cache)
     cache.batch_repeat_interleave(2)
     tokens, positions = torch.randint(2, vocab, (2, 16)), torch.arange(40, 56)[None]
     with torch.inference_mode():
@@ -186,7 +185,7 @@ def test_a_finished_canvas_step_is_freed_at_once():
     model = released_shape()
     cache = new_cache(model)
     fused = FusedModel.of_module(model)
-    extend_cache(fused, cache, torch.arange(2, 30)[None])
+    fused.encode(torch.arange(2, 30)[None], cache)
     step = fused.canvas_step(cache, torch.zeros(3, 16, dtype=torch.long), torch.arange(28, 44)[None])
     step(torch.arange(2, 18).repeat(3, 1))
     freed = weakref.ref(step)

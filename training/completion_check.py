@@ -34,16 +34,17 @@ def completion_figures(model: torch.nn.Module, fmt: FimFormat, rows: int) -> dic
     items = list(heldout(Path(), CHECK_SET))[:rows]
     with torch.random.fork_rng():  # building the copy draws an initialisation: not from training's RNG
         copy = cast_copy(model, torch.bfloat16 if native_bf16("cpu") else torch.float32).eval()
+    backbone = backbone_of(copy)
     info = EngineInfo(
         name="training",
         source="the run's current weights",
         family=fmt.family,
         device="cpu",
         dtype=str(next(copy.parameters()).dtype).removeprefix("torch."),
-        canvas_length=int(copy.config.canvas_length),
-        parameters=sum(p.numel() for p in copy.parameters()),
+        canvas_length=backbone.canvas_length,
+        parameters=backbone.parameter_count,
     )
-    engine = LocalEngine(backbone_of(copy), fmt, shipped_sampler_settings(), info)
+    engine = LocalEngine(backbone, fmt, shipped_sampler_settings(), info)
     report = run_eval(engine, BENCHMARKS["heldout"], items, MODEL_ALONE, language=CHECK_SET)
     summary = next(s for s in report.summaries if s.decoder == DIFFUSION)
     return {
