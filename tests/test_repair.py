@@ -58,17 +58,19 @@ class RecordingEngine:
     middle that breaks the parse in one place (a random model's noise breaks it everywhere or, when
     post-processing cuts it away, nowhere): the repair pass that follows is the real engine's."""
 
-    def __init__(self, engine, first_answer: str) -> None:
-        self.engine, self.requests, self.first_answer = engine, [], first_answer
+    def __init__(self, engine, first_answer: str, repair_answer: str | None = None) -> None:
+        self.engine, self.requests, self.results = engine, [], []
+        self.first_answer, self.repair_answer = first_answer, repair_answer
 
     def infill(self, request):
         self.requests.append(request)
         result = self.engine.infill(request)
-        if len(self.requests) > 1:
-            return result
-        ids = tuple(self.engine.format.encode(self.first_answer))
-        candidate = Candidate(self.first_answer, ids, tuple(0.5 for _ in ids))
-        return replace(result, candidates=(candidate,))
+        answer = self.first_answer if len(self.requests) == 1 else self.repair_answer
+        if answer is not None:
+            ids = tuple(self.engine.format.encode(answer))
+            result = replace(result, candidates=(Candidate(answer, ids, tuple(0.5 for _ in ids)),))
+        self.results.append(result)
+        return result
 
     def token_spans(self, text):
         return self.engine.token_spans(text)
@@ -96,3 +98,19 @@ def test_repair_keeps_prefix_suffix_and_fixed_tokens(tiny_engine):
     if outcome.repaired:
         repaired_ids = tiny_engine.format.encode(outcome.proposals[0].text)
         assert all(repaired_ids[p] == seed_ids[p] for p in fix.fixed_positions if p < len(repaired_ids))
+
+
+def test_a_repair_pass_that_is_not_kept_still_counts_as_the_engines_work(tiny_engine):
+    # Its steps and time belong to the engine: dropped, the server's figures showed them as its own overhead.
+    text = "def mean(values):\n    total = sum(values)\n    return total / len(values)\n"
+    opened = standalone(text, "python", LanguageRegistry())
+    cursor = text.index("sum(values)") + len("sum(values)")
+    options = Options(completion=CompletionOptions(latency_budget_ms=0, max_steps=4))
+    planned = prepare(opened.snapshot(), cursor, options, tiny_engine, 0.0)
+    recording = RecordingEngine(tiny_engine, " + len(values]", repair_answer=" + len(values]]")
+    outcome = execute(planned, recording)
+    first, repair = recording.results
+    assert not outcome.repaired and [p.text for p in outcome.proposals] == [" + len"]
+    assert outcome.result.steps == first.steps + repair.steps
+    assert outcome.result.timings.total_ms == first.timings.total_ms + repair.timings.total_ms
+    assert outcome.result.candidates == first.candidates

@@ -83,9 +83,11 @@ def _infill_and_repair(plan: Plan, engine: Engine, cancel: CancelToken | None) -
         )
         return parse_guarded(check, completion)
     if not repaired.proposals or check.introduced(repaired.proposals[0].text):
-        return parse_guarded(check, completion)  # no better: the first answer, cut
+        # No better: the first answer, cut; the repair pass still counts as the engine's work.
+        spent = merged_result(completion.result, repaired.result, keep=completion.result)
+        return parse_guarded(check, replace(completion, result=spent))
     proposals = (repaired.proposals[0], *completion.proposals[1:])
-    merged = merged_result(completion.result, repaired.result)
+    merged = merged_result(completion.result, repaired.result, keep=repaired.result)
     return parse_guarded(check, replace(completion, proposals=proposals, result=merged, repaired=True))
 
 
@@ -129,8 +131,8 @@ def parse_guarded(check: ParseCheck, completion: Completion) -> Completion:
     return replace(completion, proposals=tuple(kept))
 
 
-def merged_result(first: InfillResult, second: InfillResult) -> InfillResult:
-    """One result for the request: the repair's text, both passes' steps and time."""
+def merged_result(first: InfillResult, second: InfillResult, keep: InfillResult) -> InfillResult:
+    """One result for the request: `keep`'s text (either pass's), both passes' steps and time."""
     steps = first.steps + second.steps
     timings = Timings(
         prefill_ms=first.timings.prefill_ms + second.timings.prefill_ms,
@@ -138,5 +140,5 @@ def merged_result(first: InfillResult, second: InfillResult) -> InfillResult:
         total_ms=first.timings.total_ms + second.timings.total_ms,
         forward_ms=first.timings.forward_ms + second.timings.forward_ms,
     )
-    tokens = len(second.candidates[0].token_ids) if second.candidates else 0
-    return replace(second, steps=steps, timings=timings, tokens_per_forward=tokens / steps if steps else 0.0)
+    tokens = len(keep.candidates[0].token_ids) if keep.candidates else 0
+    return replace(keep, steps=steps, timings=timings, tokens_per_forward=tokens / steps if steps else 0.0)
