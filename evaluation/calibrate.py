@@ -5,9 +5,11 @@ decoded once through the pipeline with the gates open; then every pair of gates 
 (mean confidence, lowest line confidence) is applied to the same engine answer by the pipeline's
 own `finish` and parse guard. The chosen pair maximizes the characters a user would accept per
 request (those of offered completions within edit similarity ACCEPTED_SIMILARITY of the truth),
-subject to precision (among offered single-line completions, at least PRECISION_GOAL within it),
-or, when no pair reaches it, has the best precision the data supports: the highest lower bound of
-its 95% Wilson interval, so a pair that offers a handful of completions does not win by chance.
+subject to precision (among offered single-line completions, at least PRECISION_GOAL within it).
+When no pair reaches it, no accepted character is given up for a precision that stays below it
+anyway: among the pairs with the most accepted characters, the one whose precision the data
+supports best (the highest lower bound of its 95% Wilson interval, so a pair that offers a handful
+of completions does not win by chance) hides the most of what would be rejected.
 The syntax repair pass is left out of the search (a second engine call per pair); `dgemma-lsp eval`
 then measures the chosen gates through the whole pipeline on the report split.
 """
@@ -119,8 +121,8 @@ def point(rows: list[Decoded], mean_percent: int, line_percent: int, benchmark: 
 
 
 def choose(curve: list[GatePoint], rows: int) -> GatePoint:
-    """Most accepted characters among the points that reach the precision goal, else the point whose
-    precision the data supports best (`supported_precision`).
+    """Most accepted characters among the points that reach the precision goal; when none does, most
+    accepted characters, then the precision the data supports best (`supported_precision`).
 
     Only points that offer at least MIN_OFFERED completions count; with none, the gates stay open.
     """
@@ -129,7 +131,7 @@ def choose(curve: list[GatePoint], rows: int) -> GatePoint:
     if reaching:
         return max(reaching, key=lambda p: (p.accepted_chars_per_request, p.offered))
     return max(
-        meaningful, key=lambda p: (p.supported_precision, p.accepted_chars_per_request), default=curve[0]
+        meaningful, key=lambda p: (p.accepted_chars_per_request, p.supported_precision), default=curve[0]
     )
 
 
