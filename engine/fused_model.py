@@ -75,23 +75,37 @@ class _Linear:
         return out.view(*x.shape[:-1], self.out_features)
 
 
+class _GatedLinear:
+    """gelu(x @ gate.T) * (x @ up.T), the first half of a gated MLP; with packed bf16 weights the gelu and
+    the product are post-ops of oneDNN's two matmuls, applied to their fp32 sums (no tensor in between)."""
+
+    def __init__(self, gate: torch.Tensor, up: torch.Tensor) -> None:
+        self.gate, self.up = _Linear(gate), _Linear(up)
+        self.out_features = up.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate.packed is None or self.up.packed is None:
+            return F.gelu(self.gate(x), approximate="tanh") * self.up(x)
+        flat = x.reshape(-1, x.shape[-1])
+        gated = torch.ops.mkldnn._linear_pointwise(flat, self.gate.packed, None, "gelu", [], "tanh")
+        out = torch.ops.mkldnn._linear_pointwise.binary(flat, gated, self.up.packed, None, "mul")
+        return out.view(*x.shape[:-1], self.out_features)
+
+
 def _mkldnn_linear() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 @dataclass
 class _Norm:
-    """An RMS norm as DiffusionGemmaRMSNorm computes it (in fp32, cast back), its fp32 scale kept."""
+    """An RMS norm as DiffusionGemmaRMSNorm computes it: in fp32, rounded once to the input's dtype
+    (torch's kernel computes a bf16 input in fp32 itself, so no fp32 copy is made here)."""
 
-    weight: torch.Tensor | None  # [D] fp32, or None for a norm without scale
+    weight: torch.Tensor | None  # [D] in the model's dtype, or None for a norm without scale
     eps: float
 
-    @classmethod
-    def of(cls, weight: torch.Tensor | None, eps: float) -> _Norm:
-        return cls(None if weight is None else weight.float(), eps)
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x.float(), (x.shape[-1],), self.weight, self.eps).to(x.dtype)
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
 class _Layer:
@@ -104,7 +118,7 @@ class _Layer:
             return weights[prefix + name]
 
         def norm(name: str) -> _Norm:
-            return _Norm.of(w(name + ".weight"), text.rms_norm_eps)
+            return _Norm(w(name + ".weight"), text.rms_norm_eps)
 
         self.index = index
         self.layer_type = layer_type
@@ -129,20 +143,24 @@ class _Layer:
         self.post_ff_norm_1 = norm("post_feedforward_layernorm_1")
         self.post_ff_norm_2 = norm("post_feedforward_layernorm_2")
         self.pre_ff_norm_2 = norm("pre_feedforward_layernorm_2")
-        self.gate_up = _Linear(torch.cat([w("mlp.gate_proj.weight"), w("mlp.up_proj.weight")]))  # [2I, H]
+        self.gate_up = _GatedLinear(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"))  # H -> I
         self.down = _Linear(w("mlp.down_proj.weight"))
-        self.router_norm = _Norm.of(None, text.rms_norm_eps)
+        self.router_norm = _Norm(None, text.rms_norm_eps)
         self.router_scale = w("router.scale")
         self.router_root = text.hidden_size**-0.5
         self.router_proj = _Linear(w("router.proj.weight"))
         self.per_expert_scale = w("router.per_expert_scale")
         self.top_k = text.top_k_experts
         gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
+        # Each expert alone, for many rows. Plain matmuls: their row counts change from call to call, and
+        # oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
         self.expert_gate_up = [_Linear(e) for e in gate_up]  # E x [2I', H]
         self.expert_down = [_Linear(e) for e in down]  # E x [H, I']
-        # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs.
-        self.all_gate_up = _Linear(gate_up.reshape(-1, gate_up.shape[-1]))  # [E * 2I', H]
-        self.all_down = down.transpose(1, 2).contiguous()  # [E, I', H]
+        gates, ups = gate_up.chunk(2, dim=1)  # [E, I', H] each
+        # Every expert at once, for few rows: one gated pair of matmuls into every expert's hidden units
+        # ([N, E * I'], expert after expert), and one matmul from all of them, weighed, back to H.
+        self.all_gate_up = _GatedLinear(gates.reshape(-1, gates.shape[-1]), ups.reshape(-1, ups.shape[-1]))
+        self.all_down = _Linear(down.permute(1, 0, 2).reshape(down.shape[1], -1))  # [H, E * I']
         # The layer scalars are buffers, the encoder's not tied to the decoder's.
         self.decoder_scalar = _scalar(w("layer_scalar"))
         self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
@@ -186,14 +204,15 @@ class _Layer:
         return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
 
     def all_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """Every expert over every row, weighed by the routing (zero for experts not chosen): each
-        chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
+        """Every expert over every row, weighed by the routing (zero for experts not chosen): the sum of
+        the chosen experts' outputs, weighed, is one matmul from their hidden units weighed first (the
+        same arithmetic as the sparse path, rounded in other places)."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
-        share = torch.zeros(rows, experts, dtype=torch.float32, device=x.device).scatter_(1, index, weights)
-        gate, up = self.all_gate_up(x).view(rows, experts, 2, -1).unbind(2)  # [N, E, I'] each
-        hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N, I']
-        out = torch.bmm(hidden, self.all_down)  # [E, N, H]
-        return (out.float() * share.t()[..., None]).sum(dim=0).to(x.dtype)
+        share = torch.zeros(rows, experts, dtype=x.dtype, device=x.device).scatter_(
+            1, index, weights.to(x.dtype)
+        )
+        hidden = self.all_gate_up(x).view(rows, experts, -1) * share[..., None]  # [N, E, I']
+        return self.all_down(hidden.view(rows, -1))
 
     def __call__(
         self,
@@ -211,7 +230,7 @@ class _Layer:
         projected = self.qkv(self.input_norm(hidden)).view(batch, length, -1, d)
         raw_keys = projected[:, :, heads : heads + kv]
         values = projected[:, :, heads + kv :] if self.separate_values else raw_keys
-        values = F.rms_norm(values.float(), (d,), None, self.eps).to(hidden.dtype)
+        values = F.rms_norm(values, (d,), None, self.eps)
         qk = self.qk_norm(projected[:, :, : heads + kv])
         half = d // 2
         rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
@@ -222,8 +241,7 @@ class _Layer:
         attended = self.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
         hidden = hidden + self.post_attention_norm(attended)
 
-        gate, up = self.gate_up(self.pre_ff_norm(hidden)).chunk(2, dim=-1)
-        dense = self.post_ff_norm_1(self.down(F.gelu(gate, approximate="tanh") * up))
+        dense = self.post_ff_norm_1(self.down(self.gate_up(self.pre_ff_norm(hidden))))
         flat = hidden.reshape(-1, hidden.shape[-1])
         routed = self.moe(self.pre_ff_norm_2(flat), flat).view(hidden.shape)
         hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
@@ -279,8 +297,7 @@ class CanvasStep:
             probs = self_conditioning.softmax(dim=-1, dtype=torch.float32).to(fused.dtype)
             soft = fused.soft_embedding(probs)
             signal = fused.sc_pre_norm(soft * fused.embed_scale)
-            gate, up = fused.sc_gate_up(signal).chunk(2, dim=-1)
-            hidden = hidden + fused.sc_down(F.gelu(gate, approximate="tanh") * up)
+            hidden = hidden + fused.sc_down(fused.sc_gate_up(signal))
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
         for layer, attend in zip(fused.layers, self.attends, strict=True):
             cos, sin = self.rotary[layer.layer_type]
@@ -332,15 +349,14 @@ class FusedModel:
         self.embed_scale = torch.tensor(text.hidden_size**0.5).to(self.dtype)
         self.softcap = float(text.final_logit_softcapping)
         sc = "model.decoder.self_conditioning."
-        self.sc_pre_norm = _Norm.of(weights[sc + "pre_norm.weight"], text.rms_norm_eps)
-        self.sc_post_norm = _Norm.of(None, text.rms_norm_eps)
-        gate, up = weights[sc + "gate_proj.weight"], weights[sc + "up_proj.weight"]
-        self.sc_gate_up = _Linear(torch.cat([gate, up]))
+        self.sc_pre_norm = _Norm(weights[sc + "pre_norm.weight"], text.rms_norm_eps)
+        self.sc_post_norm = _Norm(None, text.rms_norm_eps)
+        self.sc_gate_up = _GatedLinear(weights[sc + "gate_proj.weight"], weights[sc + "up_proj.weight"])
         self.sc_down = _Linear(weights[sc + "down_proj.weight"])
         self.rotary = RotaryTables(text, self.device)
         layer_types = text.layer_types[: text.num_hidden_layers]
         self.layers = [_Layer(weights, index, kind, text) for index, kind in enumerate(layer_types)]
-        self.final_norm = _Norm.of(weights["model.decoder.norm.weight"], text.rms_norm_eps)
+        self.final_norm = _Norm(weights["model.decoder.norm.weight"], text.rms_norm_eps)
         self.sliding_window = int(getattr(text, "sliding_window", 0) or 0)
 
     @classmethod

@@ -7,6 +7,7 @@ modeling module, as the server loads it, to the same numbers."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -67,10 +68,48 @@ def test_fused_step_matches_transformers_on_the_released_architecture(prompt, ro
     compare(released_shape(), prompt, 16, rows, tolerance=1e-4)
 
 
-@pytest.mark.parametrize(("canvas", "rows"), [(16, 1), (32, 3)])
-def test_fused_step_matches_transformers_on_the_bundled_bf16_model(canvas, rows):
+def bundled_bf16_and_exact() -> tuple[DiffusionGemmaForBlockDiffusion, DiffusionGemmaForBlockDiffusion]:
+    """The bundled model in bf16, and the same weights computing in fp32 (the arithmetic without rounding)."""
     model = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16).eval()
-    compare(model, 200, canvas, rows, tolerance=1e-3)
+    return model, copy.deepcopy(model).float()
+
+
+def assert_rounds_like_transformers(ours: torch.Tensor, theirs: torch.Tensor, exact: torch.Tensor) -> None:
+    """In bf16 the fused layers round in other places than transformers' modules (oneDNN applies the gelu
+    and the gate's product to fp32 sums, the experts' routing weights scale their hidden units before one
+    matmul), so both are held to the fp32 arithmetic of the same weights: ours strays from it no more
+    than transformers' own bf16 does (mean absolute error, within 25%)."""
+    theirs_error = (theirs.float() - exact).abs().mean()
+    assert (ours.float() - exact).abs().mean() <= 1.25 * theirs_error
+    assert theirs_error > 0  # bf16 did round: the comparison measured something
+
+
+@pytest.mark.parametrize(("canvas", "rows"), [(16, 1), (32, 3)])
+def test_fused_step_rounds_bf16_no_worse_than_transformers_on_the_bundled_model(canvas, rows):
+    model, exact = bundled_bf16_and_exact()
+    prompt = 200
+    g = torch.Generator().manual_seed(prompt + canvas + rows)
+    ids = torch.randint(
+        2, model.config.get_text_config().vocab_size, (1, prompt + rows * canvas), generator=g
+    )
+    tokens, positions = ids[0, prompt:].view(rows, canvas), torch.arange(prompt, prompt + canvas)[None]
+    logits = {}
+    with torch.inference_mode():
+        for name, m in (("theirs", model), ("exact", exact)):
+            cache = new_cache(m)
+            ModuleBackbone(m).encode(ids[:, :prompt], cache)
+            cache.batch_repeat_interleave(rows)
+            masks = decoder_masks(m, tokens, cache)
+            first = denoise_logits(m, tokens, cache, positions, masks)
+            sc = logits["theirs"][0] if name == "exact" else first  # both self-condition on the same logits
+            logits[name] = (first, denoise_logits(m, tokens, cache, positions, masks, sc))
+        cache = new_cache(model)
+        ModuleBackbone(model).encode(ids[:, :prompt], cache)
+        cache.batch_repeat_interleave(rows)
+        step = FusedModel.of_module(model).canvas_step(cache, tokens, positions)
+        ours = (step(tokens), step(tokens, logits["theirs"][0]))
+    for got, theirs, want in zip(ours, logits["theirs"], logits["exact"], strict=True):
+        assert_rounds_like_transformers(got, theirs, want)
 
 
 def compare_prefill(
@@ -111,9 +150,25 @@ def test_fused_prefill_matches_transformers_encoder(prompt, extension, rows):
     compare_prefill(released_shape(), prompt, extension, rows, tolerance=1e-4)
 
 
-def test_fused_prefill_matches_transformers_encoder_on_the_bundled_bf16_model():
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16).eval()
-    compare_prefill(model, 300, 16, 1, tolerance=1e-3)
+def test_fused_prefill_rounds_bf16_no_worse_than_transformers_on_the_bundled_model():
+    model, exact = bundled_bf16_and_exact()
+    ids = torch.randint(
+        2, model.config.get_text_config().vocab_size, (1, 300), generator=torch.Generator().manual_seed(3)
+    )
+    backbones = {
+        "ours": FusedModel.of_module(model),
+        "theirs": ModuleBackbone(model),
+        "exact": ModuleBackbone(exact),
+    }
+    caches = {name: new_cache(model) for name in backbones}
+    with torch.inference_mode():
+        hidden = {name: backbone.encode(ids, caches[name]) for name, backbone in backbones.items()}
+    assert_rounds_like_transformers(hidden["ours"], hidden["theirs"], hidden["exact"])
+    for ours, theirs, exact_layer in zip(
+        *(caches[name].layers for name in ("ours", "theirs", "exact")), strict=True
+    ):
+        assert_rounds_like_transformers(ours.keys, theirs.keys, exact_layer.keys.float())
+        assert_rounds_like_transformers(ours.values, theirs.values, exact_layer.values.float())
 
 
 def test_the_engine_prefills_and_decodes_through_the_fused_layers_on_a_cpu(tiny_engine):
@@ -226,18 +281,22 @@ def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
 
 @pytest.mark.parametrize("rows", [1, 16, 48, 100])
 def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
-    # A canvas's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
-    # same numbers as running each chosen expert on its rows (in the bundled model's bf16, exactly).
-    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
-    for model in (released_shape(), bundled):
-        layer = FusedModel.of_module(model).layers[-1]
-        g = torch.Generator().manual_seed(rows)
-        x, routed = (torch.randn(rows, layer.router_scale.shape[0], generator=g) for _ in range(2))
-        dtype = model.model.decoder.embed_tokens.weight.dtype
-        weights, index = layer.route(routed.to(dtype))
-        chosen = layer.chosen_experts(x.to(dtype), weights, index)
-        together = layer.all_experts(x.to(dtype), weights, index)
-        if dtype == torch.bfloat16:  # the bundled model: the same numbers
-            assert torch.equal(together, chosen)
-        else:  # fp32 matmuls of other widths may round their sums differently
-            assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-7)
+    # A canvas's few rows run all experts in three matmuls, weighing the ones not chosen by zero: the
+    # arithmetic of running each chosen expert on its rows (in fp32 to float rounding; in the bundled
+    # model's bf16, rounded no worse than the sparse path, measured against its fp32 arithmetic).
+    model = released_shape()
+    layer = FusedModel.of_module(model).layers[-1]
+    g = torch.Generator().manual_seed(rows)
+    x, routed = (torch.randn(rows, layer.router_scale.shape[0], generator=g) for _ in range(2))
+    weights, index = layer.route(routed)
+    chosen, together = layer.chosen_experts(x, weights, index), layer.all_experts(x, weights, index)
+    assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-6)
+
+    bundled, exact = (FusedModel.of_module(m).layers[-1] for m in bundled_bf16_and_exact())
+    x, routed = (torch.randn(rows, bundled.router_scale.shape[0], generator=g) for _ in range(2))
+    weights, index = bundled.route(routed.bfloat16())
+    want = exact.chosen_experts(x, weights, index)
+    chosen, together = (
+        f(x.bfloat16(), weights, index) for f in (bundled.chosen_experts, bundled.all_experts)
+    )
+    assert_rounds_like_transformers(together, chosen, want)
