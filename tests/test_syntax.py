@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from dgemma_lsp.documents.syntax import (
     top_level_spans,
 )
 from dgemma_lsp.documents.text_sync import Document, change_document
+from dgemma_lsp.documents.workspace import Workspace
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "context"
 CURSOR = "<|cursor|>"
@@ -256,3 +259,38 @@ def test_incremental_tree_equals_fresh_parse(registry, language, encoding, steps
         edit(start, end, old_text)
     assert doc.text == VALID[language]
     assert _dump(tree) == _dump(SyntaxTree(grammar, doc.lines.encoded))
+
+
+def test_keys_typed_while_the_parser_thread_is_busy_are_parsed_together_off_the_calling_thread(registry):
+    grammar = registry.grammar("python")
+    doc = Document("file:///a.py", "python", 1, LineIndex("def f():\n    return 1\n"))
+    with ThreadPoolExecutor(1) as parser_thread:
+        busy = threading.Event()
+        parser_thread.submit(busy.wait)  # still parsing another document
+        tree = SyntaxTree(grammar, doc.lines.encoded, parser_thread)
+        parses = [tree.pending]
+        for version, (column, key) in enumerate([(12, "["), (13, "2"), (14, "]")], start=2):
+            key_range = Range(Position(1, column), Position(1, column))
+            change = change_document(doc, version, [TextDocumentContentChangePartial(key_range, key)], UTF16)
+            doc = change.document
+            tree.apply(change.edits, doc.lines.encoded)
+            parses.append(tree.pending)
+        assert all(p is not None and not p.done() for p in parses)  # the caller parsed nothing itself
+        busy.set()
+        # The first parse to run took the text as typed by then; the ones queued after it had nothing left.
+        assert all(p.result() is parses[0].result() for p in parses)
+        assert tree.pending is None and doc.text == "def f():\n    return 1[2]\n"
+        assert tree.sexp() == SyntaxTree(grammar, doc.lines.encoded).sexp()
+
+
+async def test_a_server_document_is_parsed_on_the_parser_thread_and_awaited_before_a_snapshot(registry):
+    workspace = Workspace(registry, "utf-16")
+    opened = workspace.open("file:///a.py", "python", 1, "def f():\n    return 1\n")
+    insert = Range(Position(1, 12), Position(1, 12))
+    workspace.change("file:///a.py", 2, [TextDocumentContentChangePartial(insert, " + 2")])
+    await opened.parsed()
+    assert opened.tree is not None and opened.tree.pending is None
+    snapshot = workspace.snapshot("file:///a.py")
+    fresh = SyntaxTree(registry.grammar("python"), snapshot.document.lines.encoded).tree
+    assert snapshot.tree is not None and str(snapshot.tree.root_node) == str(fresh.root_node)
+    assert str(snapshot.tree.root_node).count("binary_operator") == 1

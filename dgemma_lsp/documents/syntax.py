@@ -1,15 +1,21 @@
 """Incremental tree-sitter parse per document, and the tree queries the context layer needs.
 
 ``SyntaxTree`` parses once on open; after that ``apply`` edits the old tree and reparses with
-it, so only the changed region is re-lexed. Each ``apply`` leaves the previous ``Tree`` object
-untouched (it edits a copy), so a worker thread can keep reading the tree it was handed.
+it, so only the changed region is re-lexed. Given an executor (the server's parser thread), the
+parses run there, off the event loop: tree-sitter releases the GIL while it parses, and edits that
+arrive while a parse runs are applied together by the next one (one parse for a burst of keys).
+``tree`` waits for the parse of everything applied so far; ``pending`` is what to await instead.
+Each parse leaves the previous ``Tree`` object untouched (it edits a copy), so a worker thread can
+keep reading the tree it was handed.
 
 The query helpers are free functions over a ``Tree`` and utf-8 byte offsets.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from tree_sitter import Language, Node, Parser, Tree
@@ -33,34 +39,46 @@ class ParseFailed(RuntimeError):
 
 
 class SyntaxTree:
-    """The tree of one document; not thread-safe to ``apply`` from two threads at once."""
+    """The tree of one document. ``apply`` is called from one thread (the event loop); the parses run
+    on it, or on `executor` (one worker: parses of a document must not overlap)."""
 
-    def __init__(self, language: Language, source: bytes) -> None:
+    def __init__(self, language: Language, source: bytes, executor: Executor | None = None) -> None:
         self._parser = Parser(language)
-        self._tree = self._parse(source, None)
+        self._executor = executor
+        self._lock = threading.Lock()  # guards the queued edits and source between the two threads
+        self._queued: list[Edit] = []
+        self._source: bytes | None = source  # the text the queued edits lead to; None: nothing queued
+        self._tree: Tree | None = None
+        self._failed: ParseFailed | None = None
+        self._latest: Future[Tree] | None = None
+        self._schedule()
 
-    def _parse(self, source: bytes, old: Tree | None) -> Tree:
-        # The binding takes no None for old_tree.
-        tree = self._parser.parse(source) if old is None else self._parser.parse(source, old)
-        if tree is None:
-            raise ParseFailed("tree-sitter returned no tree")
-        return tree
+    def _schedule(self) -> None:
+        if self._executor is None:
+            self._catch_up()
+        else:
+            self._latest = self._executor.submit(self._catch_up)
 
-    @property
-    def tree(self) -> Tree:
+    def _catch_up(self) -> Tree:
+        """Parse the latest text with every edit queued so far (nothing to do if an earlier job took them)."""
+        with self._lock:
+            edits, source = self._queued, self._source
+            self._queued, self._source = [], None
+        if self._failed is not None:
+            raise self._failed
+        if source is not None:
+            try:
+                self._tree = self._parse(source, self._edited(edits))
+            except ParseFailed as err:
+                self._failed = err
+                raise
+        assert self._tree is not None
         return self._tree
 
-    @property
-    def root(self) -> Node:
-        return self._tree.root_node
-
-    @property
-    def has_error(self) -> bool:
-        """Does the tree contain ERROR or MISSING nodes?"""
-        return self._tree.root_node.has_error
-
-    def apply(self, edits: Iterable[Edit], source: bytes) -> Tree:
-        """Tell the tree about ``edits`` (in order) and reparse ``source`` reusing it."""
+    def _edited(self, edits: list[Edit]) -> Tree | None:
+        """A copy of the current tree told about ``edits`` (None before the first parse)."""
+        if self._tree is None:
+            return None
         tree = self._tree.copy()
         for e in edits:
             tree.edit(
@@ -71,16 +89,49 @@ class SyntaxTree:
                 old_end_point=e.old_end_point,
                 new_end_point=e.new_end_point,
             )
-        self._tree = self._parse(source, tree)
+        return tree
+
+    def _parse(self, source: bytes, old: Tree | None) -> Tree:
+        # The binding takes no None for old_tree.
+        tree = self._parser.parse(source) if old is None else self._parser.parse(source, old)
+        if tree is None:
+            raise ParseFailed("tree-sitter returned no tree")
+        return tree
+
+    @property
+    def pending(self) -> Future[Tree] | None:
+        """The parse of everything applied so far while it runs on the executor; None when it is done."""
+        latest = self._latest
+        return latest if latest is not None and not latest.done() else None
+
+    @property
+    def tree(self) -> Tree:
+        """The parse of the text last applied (waiting for it when it runs on the executor)."""
+        if self._latest is not None:
+            self._latest.result()  # raises the parse's ParseFailed
+        if self._failed is not None:
+            raise self._failed
+        assert self._tree is not None
         return self._tree
 
-    def reparse(self, source: bytes) -> Tree:
-        """A full parse, for when the edits are unknown."""
-        self._tree = self._parse(source, None)
-        return self._tree
+    @property
+    def root(self) -> Node:
+        return self.tree.root_node
+
+    @property
+    def has_error(self) -> bool:
+        """Does the tree contain ERROR or MISSING nodes?"""
+        return self.tree.root_node.has_error
+
+    def apply(self, edits: Iterable[Edit], source: bytes) -> None:
+        """Tell the tree about ``edits`` (in order) and reparse ``source`` with it, now or on the executor."""
+        with self._lock:
+            self._queued.extend(edits)
+            self._source = source
+        self._schedule()
 
     def sexp(self) -> str:
-        return str(self._tree.root_node)
+        return str(self.tree.root_node)
 
 
 def node_at(tree: Tree, byte: int) -> Node:

@@ -2,13 +2,16 @@
 
 Every didOpen/didChange goes through here, so each edit reaches the text, the tree and the edit
 history exactly once, and closing a document forgets all of it in one call. A `Snapshot` (an
-immutable document and tree) is safe to hand to the model worker.
+immutable document and tree) is safe to hand to the model worker. The server's documents parse on
+one parser thread, off the event loop; await `OpenDocument.parsed` before taking a snapshot.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from tree_sitter import Language, Tree
@@ -50,10 +53,17 @@ class Snapshot:
 class OpenDocument:
     """An open document: its text, incremental tree, window anchor, completions and recent edits."""
 
-    def __init__(self, document: Document, spec: LanguageSpec | None, grammar: Language | None) -> None:
+    def __init__(
+        self,
+        document: Document,
+        spec: LanguageSpec | None,
+        grammar: Language | None,
+        parser_thread: Executor | None = None,
+    ) -> None:
         self.document = document
         self.spec = spec
         self.grammar = grammar
+        self.parser_thread = parser_thread  # None: parse on the calling thread
         self.tree: SyntaxTree | None = None
         self.anchor: WindowAnchor | None = None  # where the last completion's windows began and ended
         self.inline = InlineMemory()
@@ -67,7 +77,7 @@ class OpenDocument:
             logger.info("no syntax tree for %s: %d characters", self.document.uri, len(self.document.lines))
             return
         try:
-            self.tree = SyntaxTree(self.grammar, self.document.lines.encoded)
+            self.tree = SyntaxTree(self.grammar, self.document.lines.encoded, self.parser_thread)
         except ParseFailed as err:
             logger.warning("no syntax tree for %s: %s", self.document.uri, err)
 
@@ -87,12 +97,27 @@ class OpenDocument:
         elif self.grammar is not None and len(before.lines) > MAX_TREE_CHARS >= size:
             self._parse()  # small again (an undone paste): parse afresh
 
+    async def parsed(self) -> None:
+        """Wait, without blocking the event loop, until the tree has caught up with the text."""
+        while self.tree is not None and (pending := self.tree.pending) is not None:
+            try:
+                await asyncio.wrap_future(pending)
+            except ParseFailed:
+                return  # `snapshot` drops the tree and says why
+
     def snapshot(self) -> Snapshot:
-        tree = self.tree
+        """The document with its tree (waiting for a parse still running: await `parsed` first)."""
+        tree = None
+        if self.tree is not None:
+            try:
+                tree = self.tree.tree
+            except ParseFailed as err:
+                logger.warning("dropping the syntax tree of %s: %s", self.document.uri, err)
+                self.tree = None
         return Snapshot(
             document=self.document,
             spec=self.spec,
-            tree=tree.tree if tree is not None else None,
+            tree=tree,
             anchor=self.anchor,
             grammar=self.grammar if tree is not None else None,
         )
@@ -114,11 +139,14 @@ class Workspace:
         self.registry = registry
         self.encoding = PositionEncoding.parse(encoding)
         self._open: dict[str, OpenDocument] = {}
+        # One thread parses every document in turn (its thread starts with the first parse).
+        self.parser_thread = ThreadPoolExecutor(1, thread_name_prefix="dgemma-parse")
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> OpenDocument:
         """Start tracking `uri` (a second open replaces the first, as a client reopening it would)."""
         document = Document(uri, language_id, version, LineIndex(text))
-        opened = OpenDocument(document, self.registry.spec(language_id), self.registry.grammar(language_id))
+        spec, grammar = self.registry.spec(language_id), self.registry.grammar(language_id)
+        opened = OpenDocument(document, spec, grammar, self.parser_thread)
         self._open[uri] = opened
         return opened
 

@@ -20,6 +20,7 @@ from dgemma_lsp.lsp import messages, to_lsp
 from dgemma_lsp.lsp.server import DgemmaServer
 from dgemma_lsp.rewrite.targets import Target, next_edit_target, target_at
 from dgemma_lsp.runtime.stats import record
+from engine import Engine
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,15 @@ def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> N
     # Right after an accepted proposal, start on the completion the user will ask for next.
     accepted = edit is not None and not edit.old and opened.inline.accepted(edit.offset, edit.new)
     if accepted and engine is not None:
-        snapshot = ls.documents.snapshot(uri)
-        ls.inline.speculate(opened, snapshot, edit.offset + len(edit.new), ls.options, engine)
+        ls.in_background(_speculate(ls, opened, edit.offset + len(edit.new), engine))
+
+
+async def _speculate(ls: DgemmaServer, opened: OpenDocument, cursor: int, engine: Engine) -> None:
+    """Once the accepted text is parsed, start on the completion after it (unless the user typed on)."""
+    uri, version = opened.document.uri, opened.document.version
+    await opened.parsed()
+    if ls.documents.is_current(uri, version):
+        ls.inline.speculate(opened, ls.documents.snapshot(uri), cursor, ls.options, engine)
 
 
 def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -85,6 +93,9 @@ async def inline_completion(
     if engine is None:
         return types.InlineCompletionList(items=[])
     version = opened.document.version
+    await opened.parsed()  # the keystroke's parse, on the parser thread
+    if not ls.documents.is_current(uri, version):
+        return types.InlineCompletionList(items=[])  # typed on (or closed) meanwhile: a newer request comes
     try:
         is_current = lambda: ls.documents.is_current(uri, version)  # noqa: E731 - read once the model is done
         answer = await ls.inline.complete(
@@ -107,7 +118,7 @@ async def inline_completion(
     return to_lsp.inline_completion_list(answer.proposals, opened.document, ls.documents.encoding)
 
 
-def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+async def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
     only = params.context.only
     if only and not any(types.CodeActionKind.RefactorRewrite.value.startswith(k) for k in only):
         return None
@@ -115,6 +126,10 @@ def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[types.
     if ls.engine_for(opened.document.language_id) is None:
         return None
     start, end = _offset(ls, opened, params.range.start), _offset(ls, opened, params.range.end)
+    version = opened.document.version
+    await opened.parsed()
+    if not ls.documents.is_current(params.text_document.uri, version):
+        return None  # the offsets are the older text's
     target = target_at(opened.document.lines, opened.snapshot().tree, min(start, end), max(start, end))
     if target is None:
         return None

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import replace
 
 from lsprotocol import types
@@ -49,6 +50,7 @@ class DgemmaServer(LanguageServer):
         self.last_latency_ms: float | None = None
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
         self._load_task: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
 
     def _with_override(self, options: Options) -> Options:
         return replace(options, model=self.model_override) if self.model_override else options
@@ -84,6 +86,17 @@ class DgemmaServer(LanguageServer):
         )
         for problem in problems:
             self.tell(problem, types.MessageType.Warning)
+
+    def in_background(self, work: Coroutine[object, object, None]) -> None:
+        """Run `work` on the event loop without waiting for it; its failure is logged, not raised."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.report_server_error(task.exception(), type(task.get_coro()))
 
     # --- the model
 
