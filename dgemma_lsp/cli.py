@@ -88,8 +88,16 @@ def _configure_logging(verbose: bool, log_file: str | None) -> None:
     )
 
 
+# The model worker runs Python between its torch calls and holds the GIL meanwhile; a thread waiting
+# for it (the event loop with a keystroke to read) gets it after this long. Python's default of 5 ms
+# showed as 4-6 ms stalls of the loop on most keystrokes while the model worked; 1 ms did not slow
+# the model's answers (dgemma-lsp bench --quick with asyncio's slow-callback log).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def serve(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose, args.log_file)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     from dgemma_lsp.lsp.frames import FrameReader
     from dgemma_lsp.lsp.server import create_server
 
