@@ -15,6 +15,7 @@ from dgemma_lsp.documents.text_sync import Document
 from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.proposal import Proposal
 from dgemma_lsp.lsp import to_lsp
+from dgemma_lsp.lsp.server import DgemmaServer
 from dgemma_lsp.rewrite.service import RewriteService
 from dgemma_lsp.rewrite.targets import Change, Target
 from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
@@ -142,3 +143,17 @@ def test_conversions_use_the_clients_position_encoding():
     assert change.text_document.version == 3 and change.edits[0].new_text == "t"
     span = to_lsp.range_of(document, 0, 1, PositionEncoding.UTF16)
     assert to_lsp.plain(span) == {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}
+
+
+async def test_work_started_in_the_background_is_held_until_done_and_its_failure_logged(caplog):
+    server = DgemmaServer()  # no client attached: the log message to the editor is skipped
+
+    async def start_speculating() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("the model worker is gone")
+
+    server.in_background(start_speculating())
+    assert len(server._background) == 1  # the loop alone would keep only a weak reference
+    await asyncio.sleep(0.01)
+    assert not server._background
+    assert "start_speculating: the model worker is gone" in caplog.text

@@ -65,7 +65,7 @@ class DgemmaServer(LanguageServer):
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
 
-    def report_server_error(self, error: Exception, source: type) -> None:
+    def report_server_error(self, error: Exception, source: object) -> None:
         # pygls would show every out-of-band error (a malformed notification, say) as a popup; the log
         # is the place for them. Errors answering a request already go back in the response.
         if isinstance(error, json.JSONDecodeError):
@@ -95,8 +95,9 @@ class DgemmaServer(LanguageServer):
 
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.report_server_error(task.exception(), type(task.get_coro()))
+        error = None if task.cancelled() else task.exception()
+        if isinstance(error, Exception):
+            self.report_server_error(error, task.get_coro())  # named by its coroutine's function
 
     # --- the model
 
