@@ -33,7 +33,8 @@ from dgemma_lsp.inline.reuse import InlineMemory
 logger = logging.getLogger(__name__)
 
 # Tree-sitter's incremental reparse is linear in the size of a flat file: at 10 MB one keystroke
-# held the event loop for seconds. Bigger documents get plain-text windows.
+# cost seconds of parsing (then on the event loop; now the parser thread's, still late for every
+# completion after it). Bigger documents get plain-text windows.
 MAX_TREE_CHARS = 1 << 20
 MAX_NEIGHBOURS = 8  # other open documents searched for drafts, most recently opened first
 
