@@ -249,9 +249,10 @@ class _Layer:
 
 
 # Up to this many rows (tokens) the experts run all at once (measured on a 2-core x86-64 VM, one
-# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; at 150 the
-# chosen experts alone are cheaper, 1.8 against 3.6 ms).
-ALL_EXPERTS_ROWS = 64
+# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; a whole step
+# over 3 canvases of 32, 19.2-19.4 against 19.4-20.4 ms; at 128 rows the chosen experts alone are
+# cheaper, 23.4 against 28.3 ms per step).
+ALL_EXPERTS_ROWS = 96
 
 
 def _scalar(value: torch.Tensor) -> torch.Tensor | None:
