@@ -172,7 +172,7 @@ class _Layer:
 
     def moe(self, x: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
         """The routed experts as transformers computes them: `routed` chooses, `x` ([N, H]) is what they
-        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 matmuls
+        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 3 matmuls
         instead of up to 16, and no shape that depends on the routing); a prompt's many rows only the
         chosen ones."""
         weights, index = self.route(routed)
