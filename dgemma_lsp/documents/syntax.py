@@ -115,10 +115,6 @@ class SyntaxTree:
         return self._tree
 
     @property
-    def root(self) -> Node:
-        return self.tree.root_node
-
-    @property
     def has_error(self) -> bool:
         """Does the tree contain ERROR or MISSING nodes?"""
         return self.tree.root_node.has_error
