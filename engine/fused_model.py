@@ -156,11 +156,11 @@ class _Layer:
         # oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
         self.expert_gate_up = [_Linear(e) for e in gate_up]  # E x [2I', H]
         self.expert_down = [_Linear(e) for e in down]  # E x [H, I']
-        gates, ups = gate_up.chunk(2, dim=1)  # [E, I', H] each
-        # Every expert at once, for few rows: one gated pair of matmuls into every expert's hidden units
-        # ([N, E * I'], expert after expert), and one matmul from all of them, weighed, back to H.
-        self.all_gate_up = _GatedLinear(gates.reshape(-1, gates.shape[-1]), ups.reshape(-1, ups.shape[-1]))
-        self.all_down = _Linear(down.permute(1, 0, 2).reshape(down.shape[1], -1))  # [H, E * I']
+        # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs,
+        # each chosen expert's output rounded and weighed as the sparse path does, so that a prompt's
+        # keys and values are the same however its tokens were split between prefills.
+        self.all_gate_up = _Linear(gate_up.reshape(-1, gate_up.shape[-1]))  # [E * 2I', H]
+        self.all_down = down.transpose(1, 2).contiguous()  # [E, I', H]
         # The layer scalars are buffers, the encoder's not tied to the decoder's.
         self.decoder_scalar = _scalar(w("layer_scalar"))
         self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
@@ -172,7 +172,7 @@ class _Layer:
 
     def moe(self, x: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
         """The routed experts as transformers computes them: `routed` chooses, `x` ([N, H]) is what they
-        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 3 matmuls
+        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 matmuls
         instead of up to 16, and no shape that depends on the routing); a prompt's many rows only the
         chosen ones."""
         weights, index = self.route(routed)
@@ -204,15 +204,14 @@ class _Layer:
         return restored.view(x.shape[0], self.top_k, -1).sum(dim=1).to(x.dtype)
 
     def all_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """Every expert over every row, weighed by the routing (zero for experts not chosen): the sum of
-        the chosen experts' outputs, weighed, is one matmul from their hidden units weighed first (the
-        same arithmetic as the sparse path, rounded in other places)."""
+        """Every expert over every row, weighed by the routing (zero for experts not chosen): each
+        chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
-        share = torch.zeros(rows, experts, dtype=x.dtype, device=x.device).scatter_(
-            1, index, weights.to(x.dtype)
-        )
-        hidden = self.all_gate_up(x).view(rows, experts, -1) * share[..., None]  # [N, E, I']
-        return self.all_down(hidden.view(rows, -1))
+        share = torch.zeros(rows, experts, dtype=torch.float32, device=x.device).scatter_(1, index, weights)
+        gate, up = self.all_gate_up(x).view(rows, experts, 2, -1).unbind(2)  # [N, E, I'] each
+        hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N, I']
+        out = torch.bmm(hidden, self.all_down)  # [E, N, H]
+        return (out.float() * share.t()[..., None]).sum(dim=0).to(x.dtype)
 
     def __call__(
         self,
@@ -249,10 +248,9 @@ class _Layer:
 
 
 # Up to this many rows (tokens) the experts run all at once (measured on a 2-core x86-64 VM, one
-# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; a whole step
-# over 3 canvases of 32, 19.2-19.4 against 19.4-20.4 ms; at 128 rows the chosen experts alone are
-# cheaper, 23.4 against 28.3 ms per step).
-ALL_EXPERTS_ROWS = 96
+# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; at 150 the
+# chosen experts alone are cheaper, 1.8 against 3.6 ms).
+ALL_EXPERTS_ROWS = 64
 
 
 def _scalar(value: torch.Tensor) -> torch.Tensor | None:
