@@ -190,6 +190,14 @@ class Workspace:
         )[:MAX_NEIGHBOURS]
         return replace(opened.snapshot(), neighbours=neighbours)
 
+    async def parsed(self, uri: str, version: int) -> bool:
+        """Wait for `uri`'s tree to catch up with its text; is `version` still the current one then
+        (False once it is closed)?"""
+        opened = self._open.get(uri)
+        if opened is not None:
+            await opened.parsed()
+        return self.is_current(uri, version)
+
     def is_current(self, uri: str, version: int) -> bool:
         """Is `uri` still open at `version` (an answer computed for it is not stale)?"""
         opened = self._open.get(uri)

@@ -72,8 +72,7 @@ def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> N
 async def _speculate(ls: DgemmaServer, opened: OpenDocument, cursor: int, engine: Engine) -> None:
     """Once the accepted text is parsed, start on the completion after it (unless the user typed on)."""
     uri, version = opened.document.uri, opened.document.version
-    await opened.parsed()
-    if ls.documents.is_current(uri, version):
+    if await ls.documents.parsed(uri, version):
         ls.inline.speculate(opened, ls.documents.snapshot(uri), cursor, ls.options, engine)
 
 
@@ -93,8 +92,7 @@ async def inline_completion(
     if engine is None:
         return types.InlineCompletionList(items=[])
     version = opened.document.version
-    await opened.parsed()  # the keystroke's parse, on the parser thread
-    if not ls.documents.is_current(uri, version):
+    if not await ls.documents.parsed(uri, version):  # the keystroke's parse, on the parser thread
         return types.InlineCompletionList(items=[])  # typed on (or closed) meanwhile: a newer request comes
     try:
         is_current = lambda: ls.documents.is_current(uri, version)  # noqa: E731 - read once the model is done
@@ -127,8 +125,7 @@ async def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[
         return None
     start, end = _offset(ls, opened, params.range.start), _offset(ls, opened, params.range.end)
     version = opened.document.version
-    await opened.parsed()
-    if not ls.documents.is_current(params.text_document.uri, version):
+    if not await ls.documents.parsed(params.text_document.uri, version):
         return None  # the offsets are the older text's
     target = target_at(opened.document.lines, opened.snapshot().tree, min(start, end), max(start, end))
     if target is None:
