@@ -161,6 +161,13 @@ class _Layer:
         # keys and values are the same however its tokens were split between prefills.
         self.all_gate_up = _Linear(gate_up.reshape(-1, gate_up.shape[-1]))  # [E * 2I', H]
         self.all_down = down.transpose(1, 2).contiguous()  # [E, I', H]
+        # Every expert at once for a canvas, whose keys and values are never cached, so it may round
+        # elsewhere: gelu and product as post-ops, one down projection over all experts' hidden units.
+        half = gate_up.shape[1] // 2
+        self.canvas_gate_up = _GatedLinear(
+            gate_up[:, :half].reshape(-1, gate_up.shape[-1]), gate_up[:, half:].reshape(-1, gate_up.shape[-1])
+        )  # H -> E * I'
+        self.canvas_down = _Linear(down.permute(1, 0, 2).reshape(down.shape[1], -1))  # E * I' -> H
         # The layer scalars are buffers, the encoder's not tied to the decoder's.
         self.decoder_scalar = _scalar(w("layer_scalar"))
         self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
@@ -170,15 +177,16 @@ class _Layer:
         normed = F.rms_norm(qk.float(), (self.head_dim,), None, self.eps) * self.qk_scale
         return normed.to(qk.dtype)
 
-    def moe(self, x: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
+    def moe(self, x: torch.Tensor, routed: torch.Tensor, canvas: bool) -> torch.Tensor:
         """The routed experts as transformers computes them: `routed` chooses, `x` ([N, H]) is what they
-        read. A canvas's few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 matmuls
-        instead of up to 16, and no shape that depends on the routing); a prompt's many rows only the
-        chosen ones."""
+        read. Few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 or 3 matmuls instead
+        of up to 16, and no shape that depends on the routing); many rows only the chosen ones."""
         weights, index = self.route(routed)
-        if x.shape[0] <= ALL_EXPERTS_ROWS:
-            return self.all_experts(x, weights, index)
-        return self.chosen_experts(x, weights, index)
+        if x.shape[0] > ALL_EXPERTS_ROWS:
+            return self.chosen_experts(x, weights, index)
+        if canvas:
+            return self.canvas_experts(x, weights, index)
+        return self.all_experts(x, weights, index)
 
     def route(self, routed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's top-k experts ([N, k]) and their weights ([N, k], fp32)."""
@@ -213,6 +221,17 @@ class _Layer:
         out = torch.bmm(hidden, self.all_down)  # [E, N, H]
         return (out.float() * share.t()[..., None]).sum(dim=0).to(x.dtype)
 
+    def canvas_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """Every expert over a canvas's rows, each expert's hidden units weighed by its routing weight
+        (zero when not chosen) before one down projection over all of them: fewer, larger matmuls than
+        `all_experts`, rounding in other places (a canvas's keys and values are never cached)."""
+        rows, experts = x.shape[0], len(self.expert_gate_up)
+        share = torch.zeros(rows, experts, dtype=x.dtype, device=x.device).scatter_(
+            1, index, weights.to(x.dtype)
+        )
+        hidden = self.canvas_gate_up(x).view(rows, experts, -1) * share[..., None]  # [N, E, I']
+        return self.canvas_down(hidden.view(rows, -1))
+
     def __call__(
         self,
         hidden: torch.Tensor,
@@ -220,10 +239,11 @@ class _Layer:
         sin: torch.Tensor,
         attend: Attend,
         scalar: torch.Tensor | None,
+        canvas: bool = False,
     ) -> torch.Tensor:
         """The layer over [B, T, H]; `attend` does the attention: (queries [B, heads, T, D], this pass's
         keys and values [B, kv_heads, T, D]) -> [B, heads, T, D]; `scalar` is the encoder's or the
-        decoder's layer scalar (None: one)."""
+        decoder's layer scalar (None: one); `canvas`: the decoder's step (nothing of it is cached)."""
         batch, length, _ = hidden.shape
         d, heads, kv = self.head_dim, self.heads, self.kv_heads
         projected = self.qkv(self.input_norm(hidden)).view(batch, length, -1, d)
@@ -242,7 +262,7 @@ class _Layer:
 
         dense = self.post_ff_norm_1(self.down(self.gate_up(self.pre_ff_norm(hidden))))
         flat = hidden.reshape(-1, hidden.shape[-1])
-        routed = self.moe(self.pre_ff_norm_2(flat), flat).view(hidden.shape)
+        routed = self.moe(self.pre_ff_norm_2(flat), flat, canvas).view(hidden.shape)
         hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
         return hidden if scalar is None else hidden * scalar
 
@@ -300,7 +320,7 @@ class CanvasStep:
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
         for layer, attend in zip(fused.layers, self.attends, strict=True):
             cos, sin = self.rotary[layer.layer_type]
-            hidden = layer(hidden, cos, sin, attend, layer.decoder_scalar)
+            hidden = layer(hidden, cos, sin, attend, layer.decoder_scalar, canvas=True)
         logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
         return softcap_(logits, fused.softcap)
 
