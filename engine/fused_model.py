@@ -108,6 +108,13 @@ class _Norm:
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
+def _scaled_rms(x: torch.Tensor, scales: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMS norms of `x` over its last dimension, times fp32 `scales` (broadcast), rounded once to x's dtype:
+    what DiffusionGemmaRMSNorm computes, bit for bit; one pass serves norms that read the same input or
+    stacked inputs (torch's rms_norm on a CPU is a dozen small operators, whatever the size)."""
+    return (F.rms_norm(x.float(), (x.shape[-1],), None, eps) * scales).to(x.dtype)
+
+
 class _Layer:
     """One layer's weights (the encoder and the decoder share them), read once from the checkpoint."""
 
@@ -129,23 +136,32 @@ class _Layer:
         projections = ["q_proj", "k_proj"] + (["v_proj"] if self.separate_values else [])
         # Linears that read the same input as one weight: [(heads + kv_heads [+ kv_heads]) * D, H]
         self.qkv = _Linear(torch.cat([w(f"self_attn.{name}.weight") for name in projections]))
-        # q_norm and k_norm as one norm over [heads + kv_heads] head vectors with stacked scales
+        # q_norm, k_norm (and v_norm, which has no scale) as one norm over the head vectors, scales stacked
         self.qk_scale = torch.cat(
             [w("self_attn.q_norm.weight").float().expand(self.heads, -1),
              w("self_attn.k_norm.weight").float().expand(self.kv_heads, -1)]
         )  # fmt: skip
+        self.qkv_scale = torch.cat([self.qk_scale, torch.ones_like(self.qk_scale[: self.kv_heads])])
         self.eps = text.rms_norm_eps
         self.o_proj = _Linear(w("self_attn.o_proj.weight"))
         self.input_norm = norm("input_layernorm")
         self.post_attention_norm = norm("post_attention_layernorm")
-        self.pre_ff_norm = norm("pre_feedforward_layernorm")
         self.post_ff_norm = norm("post_feedforward_layernorm")
-        self.post_ff_norm_1 = norm("post_feedforward_layernorm_1")
-        self.post_ff_norm_2 = norm("post_feedforward_layernorm_2")
-        self.pre_ff_norm_2 = norm("pre_feedforward_layernorm_2")
         self.gate_up = _GatedLinear(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"))  # H -> I
         self.down = _Linear(w("mlp.down_proj.weight"))
         self.router_norm = _Norm(None, text.rms_norm_eps)
+
+        # The three norms of the residual stream before the feed-forward blocks (dense MLP, experts, router)
+        # as one, scales stacked [3, H]; the two after them (dense MLP's and experts' outputs) likewise.
+        def scales(*names: str) -> torch.Tensor:
+            return torch.stack(
+                [w(f"{name}.weight").float() if name else torch.ones(text.hidden_size) for name in names]
+            )
+
+        self.pre_ff_scales = scales(
+            "pre_feedforward_layernorm", "pre_feedforward_layernorm_2", ""
+        )  # router: none
+        self.post_ff_scales = scales("post_feedforward_layernorm_1", "post_feedforward_layernorm_2")
         self.router_scale = w("router.scale")
         self.router_root = text.hidden_size**-0.5
         self.router_proj = _Linear(w("router.proj.weight"))
@@ -177,11 +193,12 @@ class _Layer:
         normed = F.rms_norm(qk.float(), (self.head_dim,), None, self.eps) * self.qk_scale
         return normed.to(qk.dtype)
 
-    def moe(self, x: torch.Tensor, routed: torch.Tensor, canvas: bool) -> torch.Tensor:
-        """The routed experts as transformers computes them: `routed` chooses, `x` ([N, H]) is what they
-        read. Few rows run every expert (4x the arithmetic of the top 2 of 8, in 2 or 3 matmuls instead
-        of up to 16, and no shape that depends on the routing); many rows only the chosen ones."""
-        weights, index = self.route(routed)
+    def moe(self, x: torch.Tensor, router_input: torch.Tensor, canvas: bool) -> torch.Tensor:
+        """The routed experts as transformers computes them: the router reads `router_input` (the residual
+        stream normed without scale) and chooses, the experts read `x` ([N, H]). Few rows run every expert
+        (4x the arithmetic of the top 2 of 8, in 2 or 3 matmuls instead of up to 16, and no shape that
+        depends on the routing); many rows only the chosen ones."""
+        weights, index = self.route_normed(router_input)
         if x.shape[0] > ALL_EXPERTS_ROWS:
             return self.chosen_experts(x, weights, index)
         if canvas:
@@ -190,8 +207,13 @@ class _Layer:
 
     def route(self, routed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's top-k experts ([N, k]) and their weights ([N, k], fp32)."""
-        normed = self.router_norm(routed) * self.router_scale * self.router_root
-        probs = self.router_proj(normed).softmax(dim=-1, dtype=torch.float32)
+        return self.route_normed(self.router_norm(routed))
+
+    def route_normed(self, normed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`route` from the router's input already normed (without scale)."""
+        probs = self.router_proj(normed * self.router_scale * self.router_root).softmax(
+            dim=-1, dtype=torch.float32
+        )
         weights, index = probs.topk(self.top_k, dim=-1)
         return weights / weights.sum(dim=-1, keepdim=True) * self.per_expert_scale[index], index
 
@@ -247,10 +269,12 @@ class _Layer:
         batch, length, _ = hidden.shape
         d, heads, kv = self.head_dim, self.heads, self.kv_heads
         projected = self.qkv(self.input_norm(hidden)).view(batch, length, -1, d)
-        raw_keys = projected[:, :, heads : heads + kv]
-        values = projected[:, :, heads + kv :] if self.separate_values else raw_keys
-        values = F.rms_norm(values, (d,), None, self.eps)
-        qk = self.qk_norm(projected[:, :, : heads + kv])
+        if self.separate_values:
+            normed = _scaled_rms(projected, self.qkv_scale, self.eps)
+            qk, values = normed[:, :, : heads + kv], normed[:, :, heads + kv :]
+        else:
+            values = F.rms_norm(projected[:, :, heads : heads + kv], (d,), None, self.eps)
+            qk = self.qk_norm(projected[:, :, : heads + kv])
         half = d // 2
         rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
         qk = qk * cos + rotated * sin  # [B, T, heads + kv, D]
@@ -260,10 +284,16 @@ class _Layer:
         attended = self.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
         hidden = hidden + self.post_attention_norm(attended)
 
-        dense = self.post_ff_norm_1(self.down(self.gate_up(self.pre_ff_norm(hidden))))
-        flat = hidden.reshape(-1, hidden.shape[-1])
-        routed = self.moe(self.pre_ff_norm_2(flat), flat, canvas).view(hidden.shape)
-        hidden = hidden + self.post_ff_norm(dense + self.post_ff_norm_2(routed))
+        dense_input, experts_input, router_input = _scaled_rms(
+            hidden[None], self.pre_ff_scales[:, None, None], self.eps
+        )
+        dense = self.down(self.gate_up(dense_input))
+        width = hidden.shape[-1]
+        routed = self.moe(experts_input.reshape(-1, width), router_input.reshape(-1, width), canvas)
+        outputs = _scaled_rms(
+            torch.stack((dense, routed.view(hidden.shape))), self.post_ff_scales[:, None, None], self.eps
+        )
+        hidden = hidden + self.post_ff_norm(outputs[0] + outputs[1])
         return hidden if scalar is None else hidden * scalar
 
 
