@@ -83,6 +83,19 @@ def test_the_previous_sibling_is_a_template_on_an_empty_line():
     assert [d.text for d in drafts].count("items.append(load('b.txt'))") == 1
 
 
+def test_no_template_cuts_a_block_in_two():
+    # A line cut out of a function's body leaves the cursor at column 0 with the body going on below:
+    # the statement above at column 0 is the function itself, and its signature there would split it.
+    text = "import os\n\n\ndef f(a, b):\n    if a:\n        return b\n\n    return a\n"
+    cursor = text.index("\n\n    return a") + 1
+    context, snapshot = context_at(text, cursor)
+    assert structure_draft(context, text, snapshot.tree) == ""
+    # Between two functions a new statement at column 0 is what is being written: the template stays.
+    text = "def f(a):\n    return a\n\n\n\ndef g(b):\n    return b\n"
+    context, snapshot = context_at(text, text.index("\n\ndef g") + 1)
+    assert structure_draft(context, text, snapshot.tree) == "def f(a):\n    return a"  # its body kept
+
+
 def test_drafts_come_only_from_the_documents_given():
     text = "value = \n"
     context, snapshot = context_at(text, len("value = "))

@@ -59,6 +59,8 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
         return ""  # code after the cursor on its line: not a statement of its own
     typed = context.line_prefix.lstrip()
     column = len(context.line_prefix) - len(typed)
+    if _splits_a_block(context, column):
+        return ""
     statement = _statement_above(context, text, tree, column)
     data = text.encode("utf-8")
     for sibling in _previous_statements(statement):
@@ -67,11 +69,20 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
             continue
         lines = source.split("\n")
         body = [lines[0]] + [
-            line[column:] if line[:column].isspace() else line.lstrip() for line in lines[1:]
+            line[column:] if not line[:column].strip() else line.lstrip() for line in lines[1:]
         ]
         template = "\n".join(body[:1] if context.mode == "single_line" else body[: context.max_lines])
         return template[len(typed) :].replace("\n", "\n" + context.indent)
     return ""
+
+
+def _splits_a_block(context: CompletionContext, column: int) -> bool:
+    """The code lines above and below the cursor's are both indented deeper than `column`: the cursor is
+    inside their block, and a statement at `column` would cut it in two (a whole line cut out of a
+    function's body leaves the cursor at column 0: the template there is the function's own signature)."""
+    above = next((line for line in reversed(context.prefix.split("\n")[:-1]) if line.strip()), None)
+    below = next((line for line in context.suffix.split("\n")[1:] if line.strip()), None)
+    return all(line is not None and len(line) - len(line.lstrip()) > column for line in (above, below))
 
 
 def _statement_above(context: CompletionContext, text: str, tree: Tree, column: int) -> Node | None:
