@@ -230,11 +230,11 @@ def denoise(
             final_confidence[newly_done] = confidence_of(logits[newly_done], bias, final[newly_done])
         done |= newly_done
         # The next step sees this step's processed logits, as in transformers' generate; a row that
-        # stopped keeps what it saw last.
+        # stopped keeps what it saw last (a pass over the vocabulary only when one had stopped).
         processed = processed.to(logits.dtype)
         self_conditioning = (
             processed
-            if self_conditioning is None
+            if self_conditioning is None or bool(live_row.all())
             else torch.where(live_row[..., None], processed, self_conditioning)
         )
         if bool(done.all()) or (spec.enough and int(done.sum()) >= spec.enough):
