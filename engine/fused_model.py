@@ -248,10 +248,9 @@ class _Layer:
         (zero when not chosen) before one down projection over all of them: fewer, larger matmuls than
         `all_experts`, rounding in other places (a canvas's keys and values are never cached)."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
-        share = torch.zeros(rows, experts, dtype=x.dtype, device=x.device).scatter_(
-            1, index, weights.to(x.dtype)
-        )
-        hidden = self.canvas_gate_up(x).view(rows, experts, -1) * share[..., None]  # [N, E, I']
+        # fp32 weights: a weight rounded to bf16 would scale all of its expert's output by one error
+        share = torch.zeros(rows, experts, dtype=weights.dtype, device=x.device).scatter_(1, index, weights)
+        hidden = (self.canvas_gate_up(x).view(rows, experts, -1) * share[..., None]).to(x.dtype)  # [N, E, I']
         return self.canvas_down(hidden.view(rows, -1))
 
     def __call__(

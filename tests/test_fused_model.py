@@ -86,30 +86,40 @@ def assert_rounds_like_transformers(ours: torch.Tensor, theirs: torch.Tensor, ex
 
 @pytest.mark.parametrize(("canvas", "rows"), [(16, 1), (32, 3)])
 def test_fused_step_rounds_bf16_no_worse_than_transformers_on_the_bundled_model(canvas, rows):
+    # Over several prompts: on one small canvas a single expert choice that rounding flips (in either
+    # implementation) moves the mean error by more than the rounding itself.
     model, exact = bundled_bf16_and_exact()
+    fused = FusedModel.of_module(model)
     prompt = 200
-    g = torch.Generator().manual_seed(prompt + canvas + rows)
-    ids = torch.randint(
-        2, model.config.get_text_config().vocab_size, (1, prompt + rows * canvas), generator=g
-    )
-    tokens, positions = ids[0, prompt:].view(rows, canvas), torch.arange(prompt, prompt + canvas)[None]
-    logits = {}
-    with torch.inference_mode():
-        for name, m in (("theirs", model), ("exact", exact)):
-            cache = new_cache(m)
-            ModuleBackbone(m).encode(ids[:, :prompt], cache)
+    outputs: dict[str, list[torch.Tensor]] = {"ours": [], "theirs": [], "exact": []}
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed * 1000 + prompt + canvas + rows)
+        ids = torch.randint(
+            2, model.config.get_text_config().vocab_size, (1, prompt + rows * canvas), generator=g
+        )
+        tokens, positions = ids[0, prompt:].view(rows, canvas), torch.arange(prompt, prompt + canvas)[None]
+        logits = {}
+        with torch.inference_mode():
+            for name, m in (("theirs", model), ("exact", exact)):
+                cache = new_cache(m)
+                ModuleBackbone(m).encode(ids[:, :prompt], cache)
+                cache.batch_repeat_interleave(rows)
+                masks = decoder_masks(m, tokens, cache)
+                first = denoise_logits(m, tokens, cache, positions, masks)
+                sc = (
+                    logits["theirs"][0] if name == "exact" else first
+                )  # both self-condition on the same logits
+                logits[name] = (first, denoise_logits(m, tokens, cache, positions, masks, sc))
+            cache = new_cache(model)
+            ModuleBackbone(model).encode(ids[:, :prompt], cache)
             cache.batch_repeat_interleave(rows)
-            masks = decoder_masks(m, tokens, cache)
-            first = denoise_logits(m, tokens, cache, positions, masks)
-            sc = logits["theirs"][0] if name == "exact" else first  # both self-condition on the same logits
-            logits[name] = (first, denoise_logits(m, tokens, cache, positions, masks, sc))
-        cache = new_cache(model)
-        ModuleBackbone(model).encode(ids[:, :prompt], cache)
-        cache.batch_repeat_interleave(rows)
-        step = FusedModel.of_module(model).canvas_step(cache, tokens, positions)
-        ours = (step(tokens), step(tokens, logits["theirs"][0]))
-    for got, theirs, want in zip(ours, logits["theirs"], logits["exact"], strict=True):
-        assert_rounds_like_transformers(got, theirs, want)
+            step = fused.canvas_step(cache, tokens, positions)
+            logits["ours"] = (step(tokens), step(tokens, logits["theirs"][0]))
+        for name, pair in logits.items():
+            outputs[name].append(torch.stack(pair))  # without and with self-conditioning
+    ours, theirs, want = (torch.stack(outputs[name], dim=1) for name in ("ours", "theirs", "exact"))
+    for got, their, exact_logits in zip(ours, theirs, want, strict=True):
+        assert_rounds_like_transformers(got, their, exact_logits)
 
 
 def compare_prefill(
