@@ -291,7 +291,7 @@ def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
 
 @pytest.mark.parametrize("rows", [1, 16, 48, 100])
 def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
-    # A canvas's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
+    # A prompt's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
     # same numbers as running each chosen expert on its rows (in the bundled model's bf16, exactly, so
     # a prompt's keys and values do not depend on how its tokens were split between prefills).
     bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
