@@ -158,9 +158,8 @@ class _Layer:
                 [w(f"{name}.weight").float() if name else torch.ones(text.hidden_size) for name in names]
             )
 
-        self.pre_ff_scales = scales(
-            "pre_feedforward_layernorm", "pre_feedforward_layernorm_2", ""
-        )  # router: none
+        router = ""  # the router's norm has no scale
+        self.pre_ff_scales = scales("pre_feedforward_layernorm", "pre_feedforward_layernorm_2", router)
         self.post_ff_scales = scales("post_feedforward_layernorm_1", "post_feedforward_layernorm_2")
         self.router_scale = w("router.scale")
         self.router_root = text.hidden_size**-0.5
