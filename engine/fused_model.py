@@ -149,14 +149,14 @@ class _Layer:
         self.post_ff_norm = norm("post_feedforward_layernorm")
         self.gate_up = _GatedLinear(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"))  # H -> I
         self.down = _Linear(w("mlp.down_proj.weight"))
-        self.router_norm = _Norm(None, text.rms_norm_eps)
 
         # The three norms of the residual stream before the feed-forward blocks (dense MLP, experts, router)
-        # as one, scales stacked [3, H]; the two after them (dense MLP's and experts' outputs) likewise.
+        # as one, scales stacked [3, 1, 1, H]; the two after them (dense MLP's and experts' outputs) likewise.
         def scales(*names: str) -> torch.Tensor:
-            return torch.stack(
-                [w(f"{name}.weight").float() if name else torch.ones(text.hidden_size) for name in names]
-            )
+            stacked = [
+                w(f"{name}.weight").float() if name else torch.ones(text.hidden_size) for name in names
+            ]
+            return torch.stack(stacked)[:, None, None]
 
         router = ""  # the router's norm has no scale
         self.pre_ff_scales = scales("pre_feedforward_layernorm", "pre_feedforward_layernorm_2", router)
@@ -178,38 +178,28 @@ class _Layer:
         self.all_down = down.transpose(1, 2).contiguous()  # [E, I', H]
         # Every expert at once for a canvas, whose keys and values are never cached, so it may round
         # elsewhere: gelu and product as post-ops, one down projection over all experts' hidden units.
-        half = gate_up.shape[1] // 2
-        self.canvas_gate_up = _GatedLinear(
-            gate_up[:, :half].reshape(-1, gate_up.shape[-1]), gate_up[:, half:].reshape(-1, gate_up.shape[-1])
-        )  # H -> E * I'
+        gates, ups = gate_up.chunk(2, dim=1)  # [E, I', H] each
+        self.canvas_gate_up = _GatedLinear(gates.flatten(0, 1), ups.flatten(0, 1))  # H -> E * I'
         self.canvas_down = _Linear(down.permute(1, 0, 2).reshape(down.shape[1], -1))  # E * I' -> H
         # The layer scalars are buffers, the encoder's not tied to the decoder's.
         self.decoder_scalar = _scalar(w("layer_scalar"))
         self.encoder_scalar = _scalar(weights[f"model.encoder.language_model.layers.{index}.layer_scalar"])
-
-    def qk_norm(self, qk: torch.Tensor) -> torch.Tensor:
-        """q_norm and k_norm in one pass over [B, C, heads + kv_heads, D]."""
-        normed = F.rms_norm(qk.float(), (self.head_dim,), None, self.eps) * self.qk_scale
-        return normed.to(qk.dtype)
 
     def moe(self, x: torch.Tensor, router_input: torch.Tensor, canvas: bool) -> torch.Tensor:
         """The routed experts as transformers computes them: the router reads `router_input` (the residual
         stream normed without scale) and chooses, the experts read `x` ([N, H]). Few rows run every expert
         (4x the arithmetic of the top 2 of 8, in 2 or 3 matmuls instead of up to 16, and no shape that
         depends on the routing); many rows only the chosen ones."""
-        weights, index = self.route_normed(router_input)
+        weights, index = self.route(router_input)
         if x.shape[0] > ALL_EXPERTS_ROWS:
             return self.chosen_experts(x, weights, index)
         if canvas:
             return self.canvas_experts(x, weights, index)
         return self.all_experts(x, weights, index)
 
-    def route(self, routed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's top-k experts ([N, k]) and their weights ([N, k], fp32)."""
-        return self.route_normed(self.router_norm(routed))
-
-    def route_normed(self, normed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`route` from the router's input already normed (without scale)."""
+    def route(self, normed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's top-k experts ([N, k]) and their weights ([N, k], fp32), from the residual stream
+        normed without scale."""
         probs = self.router_proj(normed * self.router_scale * self.router_root).softmax(
             dim=-1, dtype=torch.float32
         )
@@ -236,7 +226,7 @@ class _Layer:
         """Every expert over every row, weighed by the routing (zero for experts not chosen): each
         chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
-        share = torch.zeros(rows, experts, dtype=torch.float32, device=x.device).scatter_(1, index, weights)
+        share = self.shares(index, weights)
         gate, up = self.all_gate_up(x).view(rows, experts, 2, -1).unbind(2)  # [N, E, I'] each
         hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N, I']
         out = torch.bmm(hidden, self.all_down)  # [E, N, H]
@@ -248,9 +238,16 @@ class _Layer:
         `all_experts`, rounding in other places (a canvas's keys and values are never cached)."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
         # fp32 weights: a weight rounded to bf16 would scale all of its expert's output by one error
-        share = torch.zeros(rows, experts, dtype=weights.dtype, device=x.device).scatter_(1, index, weights)
+        share = self.shares(index, weights)
         hidden = (self.canvas_gate_up(x).view(rows, experts, -1) * share[..., None]).to(x.dtype)  # [N, E, I']
         return self.canvas_down(hidden.view(rows, -1))
+
+    def shares(self, index: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Each row's fp32 weight for every expert ([N, E]): its routing weight, zero where not chosen."""
+        experts = len(self.expert_gate_up)
+        return torch.zeros(index.shape[0], experts, dtype=weights.dtype, device=index.device).scatter_(
+            1, index, weights
+        )
 
     def __call__(
         self,
@@ -272,7 +269,7 @@ class _Layer:
             qk, values = normed[:, :, : heads + kv], normed[:, :, heads + kv :]
         else:
             values = F.rms_norm(projected[:, :, heads : heads + kv], (d,), None, self.eps)
-            qk = self.qk_norm(projected[:, :, : heads + kv])
+            qk = _scaled_rms(projected[:, :, : heads + kv], self.qk_scale, self.eps)
         half = d // 2
         rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
         qk = qk * cos + rotated * sin  # [B, T, heads + kv, D]
@@ -282,15 +279,11 @@ class _Layer:
         attended = self.o_proj(attended.transpose(1, 2).reshape(batch, length, heads * d))
         hidden = hidden + self.post_attention_norm(attended)
 
-        dense_input, experts_input, router_input = _scaled_rms(
-            hidden[None], self.pre_ff_scales[:, None, None], self.eps
-        )
+        dense_input, experts_input, router_input = _scaled_rms(hidden[None], self.pre_ff_scales, self.eps)
         dense = self.down(self.gate_up(dense_input))
         width = hidden.shape[-1]
         routed = self.moe(experts_input.reshape(-1, width), router_input.reshape(-1, width), canvas)
-        outputs = _scaled_rms(
-            torch.stack((dense, routed.view(hidden.shape))), self.post_ff_scales[:, None, None], self.eps
-        )
+        outputs = _scaled_rms(torch.stack((dense, routed.view(hidden.shape))), self.post_ff_scales, self.eps)
         hidden = hidden + self.post_ff_norm(outputs[0] + outputs[1])
         return hidden if scalar is None else hidden * scalar
 
