@@ -59,9 +59,15 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
         return ""  # code after the cursor on its line: not a statement of its own
     typed = context.line_prefix.lstrip()
     column = len(context.line_prefix) - len(typed)
-    if _splits_a_block(context, column):
+    above = _code_line_above(context, text)
+    if above is None:
         return ""
-    statement = _statement_above(context, text, tree, column)
+    row, indent = above
+    if indent > column and _indent_below(context.suffix) > column:
+        # Inside a deeper block, a statement at `column` would cut it in two (a whole line cut out of a
+        # function's body leaves the cursor at column 0: the template there was the function's signature).
+        return ""
+    statement = _statement_at(tree, row, indent, column)
     data = text.encode("utf-8")
     for sibling in _previous_statements(statement):
         source = data[sibling.start_byte : sibling.end_byte].decode("utf-8", "replace")
@@ -76,27 +82,32 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
     return ""
 
 
-def _splits_a_block(context: CompletionContext, column: int) -> bool:
-    """The code lines above and below the cursor's are both indented deeper than `column`: the cursor is
-    inside their block, and a statement at `column` would cut it in two (a whole line cut out of a
-    function's body leaves the cursor at column 0: the template there is the function's own signature)."""
-    above = next((line for line in reversed(context.prefix.split("\n")[:-1]) if line.strip()), None)
-    below = next((line for line in context.suffix.split("\n")[1:] if line.strip()), None)
-    return all(line is not None and len(line) - len(line.lstrip()) > column for line in (above, below))
-
-
-def _statement_above(context: CompletionContext, text: str, tree: Tree, column: int) -> Node | None:
-    """The statement of a block, at `column`, that holds the nearest code line above the cursor's."""
+def _code_line_above(context: CompletionContext, text: str) -> tuple[int, int] | None:
+    """The row and indentation of the nearest line above the cursor's that holds code."""
     end, row = context.cursor - context.column, context.line  # walking up from the cursor's line
     while end > 0:
         start, row = text.rfind("\n", 0, end - 1) + 1, row - 1
         line = text[start : end - 1]
         if line.strip():
-            break
+            return row, len(line) - len(line.lstrip())  # whitespace: as many bytes as characters
         end = start
-    else:
-        return None
-    indent = len(line) - len(line.lstrip())  # whitespace: as many bytes as characters
+    return None
+
+
+def _indent_below(suffix: str) -> int:
+    """The indentation of the nearest line below the cursor's that holds code (-1: none)."""
+    start = suffix.find("\n") + 1
+    while start:
+        end = suffix.find("\n", start)
+        line = suffix[start:] if end < 0 else suffix[start:end]
+        if line.strip():
+            return len(line) - len(line.lstrip())
+        start = end + 1
+    return -1
+
+
+def _statement_at(tree: Tree, row: int, indent: int, column: int) -> Node | None:
+    """The statement of a block, at `column`, that holds the code starting at (`row`, `indent`)."""
     node: Node | None = tree.root_node.descendant_for_point_range((row, indent), (row, indent))
     while node is not None:
         parent = node.parent
