@@ -9,11 +9,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine.forward import denoise_logits, encode, lm_logits, new_cache
+from engine.forward import denoise_logits, encode, new_cache
 from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import Document, Example, examples, load_documents
 from training.export import shipped_sampler_settings
+from training.head_loss import softcapped_cross_entropy
 
 
 @dataclass
@@ -80,7 +81,7 @@ def losses(
     noise_rate: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """(diffusion loss or None without the canvas, autoregressive loss) of one batch."""
-    vocab = model.config.get_text_config().vocab_size
+    text = model.config.get_text_config()
     cache = new_cache(model)
     hidden = encode(  # [B, T, H]: prompt, middle and EOS read causally in one pass
         model,
@@ -89,9 +90,8 @@ def losses(
         positions=batch.positions.to(device),
         attention_mask=batch.encoder_mask.to(device),
     )
-    ar_logits = lm_logits(model, hidden)  # [B, T, V]
-    ar_loss = F.cross_entropy(
-        ar_logits.flatten(0, 1), batch.ar_labels.to(device).flatten(), ignore_index=-100
+    ar_loss = softcapped_cross_entropy(  # the tied head over the labelled positions
+        hidden, model.lm_head.weight, batch.ar_labels.to(device), text.final_logit_softcapping
     )
     if not with_canvas:
         return None, ar_loss
@@ -104,7 +104,7 @@ def losses(
     start = target if batch.draft is None else batch.draft.to(device)  # a draft: what to keep or fix
     noised = torch.where(
         torch.rand(target.shape, device=device, generator=gen) < rate,
-        torch.randint(0, vocab, target.shape, device=device, generator=gen),
+        torch.randint(0, text.vocab_size, target.shape, device=device, generator=gen),
         start,
     )
     positions, mask = batch.decoder_positions.to(device), batch.decoder_mask.to(device)
@@ -120,7 +120,7 @@ def losses(
             )
     logits = denoise_logits(model, noised, cache, positions, mask, self_conditioning)  # [B, C, V]
     per_position = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), reduction="none")
-    weights = canvas_weights(target, model.config.get_text_config().eos_token_id, cfg.eos_tail_weight)
+    weights = canvas_weights(target, text.eos_token_id, cfg.eos_tail_weight)
     diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
     return diffusion_loss, ar_loss
 
