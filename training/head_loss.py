@@ -56,14 +56,16 @@ class _SoftcappedCrossEntropy(torch.autograd.Function):
         wants_grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         total = torch.zeros((), dtype=torch.float32, device=rows.device)
         grad_rows = torch.empty_like(rows) if wants_grads else None
-        grad_weight = torch.zeros(compute.shape, dtype=torch.float32, device=rows.device)
+        grad_weight = (
+            torch.zeros(compute.shape, dtype=torch.float32, device=rows.device) if wants_grads else None
+        )
         for start in range(0, rows.shape[0], BLOCK_ROWS):
             block = slice(start, start + BLOCK_ROWS)
             capped, squashed = _block_logits(rows[block], compute, cap)
             label_logits = capped.gather(1, labels[block, None]).squeeze(1)
             log_norms = capped.logsumexp(dim=-1)
             total += (log_norms - label_logits).sum()
-            if grad_rows is None:
+            if grad_rows is None or grad_weight is None:
                 continue
             # d loss / d capped = (softmax - one-hot) / count; through the cap, times 1 - tanh^2
             grad = capped.sub_(log_norms[:, None]).exp_()
@@ -73,7 +75,7 @@ class _SoftcappedCrossEntropy(torch.autograd.Function):
             grad = grad.div_(count).to(rows.dtype)  # rounded as autocast's backward rounds it
             grad_rows[block] = grad @ compute
             grad_weight += (grad.t() @ rows[block]).float()
-        ctx.save_for_backward(grad_rows, grad_weight.to(weight.dtype))
+        ctx.save_for_backward(grad_rows, None if grad_weight is None else grad_weight.to(weight.dtype))
         return total / count
 
     @staticmethod
