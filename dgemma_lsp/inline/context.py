@@ -53,6 +53,8 @@ class CompletionContext:
     prefix_reused: bool  # the prefix window start came from the anchor passed in
     suffix_reused: bool
     scope: str | None  # node type of the enclosing closed block, if the tree has one
+    code_above: tuple[int, int] | None  # row and indentation of the nearest code line above the cursor's
+    indent_below: int  # indentation of the nearest code line below the cursor's (-1: none)
 
 
 def build_context(
@@ -88,6 +90,7 @@ def build_context(
     unit = scope.indent_unit(lines.row_of(prefix_start))
     mode, stop = scope.mode_and_stop(block, unit)
     full = at.text
+    above, below = scope.code_row(-1), scope.code_row(1)
     return CompletionContext(
         language=spec.name if spec is not None else language_id,
         cursor=at.cursor,
@@ -110,4 +113,6 @@ def build_context(
         prefix_reused=prefix_reused,
         suffix_reused=suffix_reused,
         scope=block.type if block is not None else None,
+        code_above=None if above is None else (above, indent_of(lines.line(above))),
+        indent_below=-1 if below is None else indent_of(lines.line(below)),
     )

@@ -59,11 +59,10 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
         return ""  # code after the cursor on its line: not a statement of its own
     typed = context.line_prefix.lstrip()
     column = len(context.line_prefix) - len(typed)
-    above = _code_line_above(context, text)
-    if above is None:
+    if context.code_above is None:
         return ""
-    row, indent = above
-    if indent > column and _indent_below(context.suffix) > column:
+    row, indent = context.code_above
+    if indent > column and context.indent_below > column:
         # Inside a deeper block, a statement at `column` would cut it in two (a whole line cut out of a
         # function's body leaves the cursor at column 0: the template there was the function's signature).
         return ""
@@ -80,30 +79,6 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
         template = "\n".join(body[:1] if context.mode == "single_line" else body[: context.max_lines])
         return template[len(typed) :].replace("\n", "\n" + context.indent)
     return ""
-
-
-def _code_line_above(context: CompletionContext, text: str) -> tuple[int, int] | None:
-    """The row and indentation of the nearest line above the cursor's that holds code."""
-    end, row = context.cursor - context.column, context.line  # walking up from the cursor's line
-    while end > 0:
-        start, row = text.rfind("\n", 0, end - 1) + 1, row - 1
-        line = text[start : end - 1]
-        if line.strip():
-            return row, len(line) - len(line.lstrip())  # whitespace: as many bytes as characters
-        end = start
-    return None
-
-
-def _indent_below(suffix: str) -> int:
-    """The indentation of the nearest line below the cursor's that holds code (-1: none)."""
-    start = suffix.find("\n") + 1
-    while start:
-        end = suffix.find("\n", start)
-        line = suffix[start:] if end < 0 else suffix[start:end]
-        if line.strip():
-            return len(line) - len(line.lstrip())
-        start = end + 1
-    return -1
 
 
 def _statement_at(tree: Tree, row: int, indent: int, column: int) -> Node | None:
