@@ -14,7 +14,7 @@ from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import Document, Example, examples, load_documents
 from training.export import shipped_sampler_settings
-from training.head_loss import softcapped_cross_entropy
+from training.head_loss import IGNORE, softcapped_cross_entropy
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Batch:
     encoder_ids: torch.Tensor  # [B, T] prompt right-aligned at P, then middle + EOS, padded
     encoder_mask: torch.Tensor  # [B, T] bool, real tokens
     positions: torch.Tensor  # [B, T]
-    ar_labels: torch.Tensor  # [B, T] next token or -100
+    ar_labels: torch.Tensor  # [B, T] next token or IGNORE
     prompt_width: int  # P: the decoder sees the cache cropped to the first P slots
     decoder_mask: torch.Tensor  # [B, P + C] bool
     decoder_positions: torch.Tensor  # [B, C]
@@ -46,9 +46,9 @@ def collate(items: list[Example], pad: int) -> Batch:
         mask[row, left : left + len(sequence)] = True
         positions[row, left:] = torch.arange(width + tail - left)
         decoder_positions[row] = torch.arange(len(example.prompt), len(example.prompt) + canvas)
-    labels = torch.full_like(ids, -100)
+    labels = torch.full_like(ids, IGNORE)
     follows = mask[:, :-1] & mask[:, 1:]
-    labels[:, :-1] = torch.where(follows, ids[:, 1:], -100)
+    labels[:, :-1] = torch.where(follows, ids[:, 1:], IGNORE)
     decoder_mask = torch.cat([mask[:, :width], torch.ones((n, canvas), dtype=torch.bool)], dim=1)
     return Batch(
         encoder_ids=ids,
