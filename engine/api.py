@@ -53,6 +53,10 @@ class InfillRequest:
     # by default, as the bundled model rewrote right drafts into wrong ones (README, "Drafts").
     drafts: tuple[str, ...] = ()
     draft_noise: float = 0.0
+    # With no drafts (and no seed), the engine writes one itself before the canvas: greedily, with the
+    # next-token head over the prompt it has just encoded (the encoder is a causal LM of prompt + middle),
+    # in up to half the time left; it seeds a draft row like the others. Engines without one ignore it.
+    next_token_draft: bool = False
     max_steps: int | None = None  # None: the model's generation config decides
     # Tokens per canvas (0: the model's canvas length). A short line fits in a small canvas, whose steps
     # cost less; text longer than one canvas goes on in the next.
@@ -100,7 +104,9 @@ class Candidate:
     confidence: tuple[float, ...]
     # Where each token's text starts in `text` (for per-line confidence).
     offsets: tuple[int, ...] = ()
-    draft: int | None = None  # the index of the request's draft this row started from; None: noise
+    # The index of the request's draft this row started from (len(request.drafts): the engine's own
+    # next-token draft); None: noise.
+    draft: int | None = None
 
     def line_confidence(self) -> list[float]:
         """The lowest token confidence on each line of `text`.
@@ -138,6 +144,7 @@ class InfillResult:
     timings: Timings
     prompt_tokens: int
     reused_prompt_tokens: int  # prompt tokens whose KV came from the previous request
+    draft_forwards: int = 0  # forward passes of the engine's own next-token draft (not in `steps`)
 
     @property
     def text(self) -> str:

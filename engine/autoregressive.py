@@ -3,29 +3,78 @@
 Training gives the encoder a next-token loss on prompt + middle + EOS, so after `<fim_middle>` it
 continues with the middle. Decoding it token by token is the baseline the diffusion sampler is
 measured against (`dgemma-lsp eval --compare-ar`): same prompt, same KV cache, one token per forward.
-Greedy, one candidate; a seed canvas is refused (there is none) and an anchor is not used.
+The same loop writes the next-token draft a diffusion request may start its canvas from
+(`InfillRequest.next_token_draft`). Greedy, one candidate; a seed canvas is refused (there is none)
+and an anchor is not used.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
-from engine.api import Candidate, InfillRequest, InfillResult, StopReason, Timings
+from engine.api import CancelToken, Candidate, InfillRequest, InfillResult, StopReason, Timings
 
 if TYPE_CHECKING:
+    from transformers import Cache
+
     from engine.local_engine import LocalEngine
+
+
+@dataclass
+class Greedy:
+    """What greedy decoding wrote: tokens (EOS excluded), each one's probability, forwards, why it stopped."""
+
+    tokens: list[int] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)
+    steps: int = 0
+    reason: StopReason = "max_tokens"
+
+
+@torch.inference_mode()
+def greedy_tokens(
+    engine: LocalEngine,
+    hidden: torch.Tensor,
+    cache: Cache,
+    max_tokens: int,
+    min_tokens: int = 0,
+    deadline: float | None = None,
+    cancel: CancelToken | None = None,
+) -> Greedy:
+    """Greedy tokens after the encoder state `hidden` ([H], the last prompt token's), each appended to
+    `cache` as it is written (the caller records or crops them), until EOS, `max_tokens`, the
+    deadline or cancellation. `steps` counts forward passes that produced a token: the prefill
+    produced the first one, each appended token the next."""
+    out = Greedy()
+    while True:
+        logits = engine.backbone.next_token_logits(hidden) + engine.bias  # [V]
+        if len(out.tokens) < min_tokens:
+            logits[engine.eos_ids] = float("-inf")
+        out.steps += 1
+        token = int(logits.argmax())
+        if token in engine.format.eos_ids:
+            out.reason = "eos"
+            return out
+        out.tokens.append(token)
+        out.confidence.append(float(logits.softmax(dim=-1)[token]))
+        if len(out.tokens) >= max_tokens:
+            return out
+        if cancel is not None and cancel.is_set():
+            out.reason = "cancelled"
+            return out
+        if deadline is not None and time.monotonic() >= deadline:
+            out.reason = "deadline"
+            return out
+        hidden = engine.backbone.encode(torch.tensor([[token]]), cache)[0, -1]
 
 
 @torch.inference_mode()
 def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> InfillResult:
-    """Greedy decoding until EOS, max_new_tokens, the deadline or cancellation.
-
-    `steps` counts forward passes that produced a token: the prefill produces the first one,
-    each appended token the next, so tokens_per_forward is 1.0 by construction.
-    """
+    """Greedy decoding until EOS, max_new_tokens, the deadline or cancellation; tokens_per_forward is
+    1.0 by construction."""
     if request.seed_canvas is not None:
         raise ValueError("autoregressive decoding has no canvas to seed")
     started = time.perf_counter()
@@ -33,41 +82,21 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
     reused, hidden = engine.prompt_cache.encode(ids)  # hidden: [1, n, H]
     prefilled = time.perf_counter()
 
-    cache = engine.prompt_cache.working_cache(1)  # the kept cache itself; `record` what we append
-    tokens: list[int] = []
-    confidence: list[float] = []
-    steps = 0
-    reason: StopReason = "max_tokens"
-    while True:
-        logits = engine.backbone.next_token_logits(hidden[0, -1]) + engine.bias  # [V]
-        if len(tokens) < request.min_new_tokens:
-            logits[engine.eos_ids] = float("-inf")
-        steps += 1
-        token = int(logits.argmax())
-        if token in engine.format.eos_ids:
-            reason = "eos"
-            break
-        tokens.append(token)
-        confidence.append(float(logits.softmax(dim=-1)[token]))
-        if len(tokens) >= request.max_new_tokens:
-            break
-        if request.cancel is not None and request.cancel.is_set():
-            reason = "cancelled"
-            break
-        if request.deadline is not None and time.monotonic() >= request.deadline:
-            reason = "deadline"
-            break
-        hidden = engine.backbone.encode(torch.tensor([[token]]), cache)  # [1, 1, H]
-        engine.prompt_cache.record(cache, [token])
+    cache = engine.prompt_cache.working_cache(1)  # the kept cache itself: recorded below
+    out = greedy_tokens(
+        engine, hidden[0, -1], cache, request.max_new_tokens, request.min_new_tokens,
+        request.deadline, request.cancel,
+    )  # fmt: skip
+    engine.prompt_cache.record(cache, out.tokens[: cache.get_seq_length() - len(ids)])
     finished = time.perf_counter()
 
-    text = engine.format.clean(engine.format.decode(tokens))
-    emitted = len(tokens) + (1 if reason == "eos" else 0)
+    text = engine.format.clean(engine.format.decode(out.tokens))
+    emitted = len(out.tokens) + (1 if out.reason == "eos" else 0)
     return InfillResult(
-        candidates=(Candidate(text=text, token_ids=tuple(tokens), confidence=tuple(confidence)),),
-        steps=steps,
-        tokens_per_forward=emitted / steps,
-        stop_reason=reason,
+        candidates=(Candidate(text=text, token_ids=tuple(out.tokens), confidence=tuple(out.confidence)),),
+        steps=out.steps,
+        tokens_per_forward=emitted / out.steps,
+        stop_reason=out.reason,
         timings=Timings(
             prefill_ms=(prefilled - started) * 1000,
             denoise_ms=(finished - prefilled) * 1000,

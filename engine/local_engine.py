@@ -1,7 +1,8 @@
 """An engine running a DiffusionGemma checkpoint in this process.
 
-prompt -> encoder prefill (reusing the previous request's KV) -> one or more canvases denoised by
-`engine.sampler` -> text up to the first EOS, per candidate. One worker thread calls `infill`;
+prompt -> encoder prefill (reusing the previous request's KV) -> [a next-token draft when the request
+brings none] -> one or more canvases denoised by `engine.sampler` -> text up to the first EOS, per
+candidate. One worker thread calls `infill`;
 the engine keeps the prompt cache between calls and is not thread-safe.
 """
 
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from engine.api import Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
+from engine.api import CancelToken, Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
+from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
 from engine.prompt_cache import PromptCache
 from engine.prompts import PromptFormat
@@ -21,6 +23,8 @@ from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, s
 
 MIN_CANVAS = 16
 MAX_SEEDED_CANVAS = 256  # a rewrite's canvas holds its block: longer than a completion's
+# The next-token draft may spend this share of the time left before the deadline; the canvas has the rest.
+NEXT_TOKEN_DRAFT_SHARE = 0.5
 
 
 @dataclass
@@ -79,13 +83,11 @@ class LocalEngine:
 
     def infill(self, request: InfillRequest) -> InfillResult:
         if request.decoder == "autoregressive":
-            from engine.autoregressive import decode_autoregressive
-
             return decode_autoregressive(self, request)
         started = time.perf_counter()
         ids = self.prompt_ids(request)
         tokenized = time.perf_counter()
-        reused, _ = self.prompt_cache.encode(ids)
+        reused, hidden = self.prompt_cache.encode(ids)
         prefilled = time.perf_counter()
         forward_ms = (prefilled - tokenized) * 1000
 
@@ -96,12 +98,19 @@ class LocalEngine:
         )
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
         drafts = [self.format.encode(d) for d in request.drafts] if request.decoder == "diffusion" else []
+        steps = draft_forwards = 0
+        block = self._block_length(request)
+        if request.next_token_draft and not drafts and request.seed_canvas is None:
+            room = min(request.max_new_tokens, block)
+            written = self._next_token_draft(hidden[0, -1], room, request.deadline, request.cancel)
+            draft_forwards = written.steps
+            forward_ms += (time.perf_counter() - prefilled) * 1000
+            if written.tokens:
+                drafts = [written.tokens]
         n = len(drafts) + request.n_candidates  # rows: the drafts first, then fresh noise
         cache = self.prompt_cache.working_cache(n)
         rows = [_Row() for _ in range(n)]
-        steps = 0
         reason: StopReason = "max_tokens"
-        block = self._block_length(request)
         for index in range(math.ceil(request.max_new_tokens / block)):
             left = request.max_new_tokens - len(rows[0].tokens)
             spec = self._canvas_spec(
@@ -138,7 +147,7 @@ class LocalEngine:
         return InfillResult(
             candidates=candidates,
             steps=steps,
-            tokens_per_forward=emitted / steps if steps else 0.0,
+            tokens_per_forward=emitted / (steps + draft_forwards) if steps else 0.0,
             stop_reason=reason,
             timings=Timings(
                 prefill_ms=(prefilled - started) * 1000,
@@ -148,7 +157,21 @@ class LocalEngine:
             ),
             prompt_tokens=len(ids),
             reused_prompt_tokens=reused,
+            draft_forwards=draft_forwards,
         )
+
+    def _next_token_draft(
+        self, hidden: torch.Tensor, room: int, deadline: float | None, cancel: CancelToken | None
+    ) -> Greedy:
+        """The middle as the next-token head writes it greedily after the prompt (encoder state `hidden`,
+        [H]), up to `room` tokens and a share of the time left; the prompt cache is left as it was."""
+        if deadline is not None:
+            deadline = time.monotonic() + NEXT_TOKEN_DRAFT_SHARE * max(0.0, deadline - time.monotonic())
+        written = greedy_tokens(
+            self, hidden, self.prompt_cache.cache, room, min_tokens=1, deadline=deadline, cancel=cancel
+        )
+        self.prompt_cache.drop_unrecorded()
+        return written
 
     def _block_length(self, request: InfillRequest) -> int:
         """The most tokens one canvas holds: the request's `canvas_tokens`, except that an anchored or

@@ -72,6 +72,19 @@ class PromptCache:
         copied.batch_repeat_interleave(n)
         return copied
 
+    def drop_unrecorded(self) -> None:
+        """Crop what was appended to the kept cache and not recorded (a draft written ahead of the
+        canvas), so that it holds exactly `tokens` again."""
+        extra = self.cache.get_seq_length() - len(self.tokens)
+        if extra <= 0:
+            return
+        try:
+            self.cache.crop(-extra)
+        except (RuntimeError, ValueError):  # a layer that cannot roll back: encode the prompt again
+            tokens = self.tokens
+            self.reset()
+            self.encode(tokens)
+
     def record(self, cache: Cache, ids: list[int]) -> None:
         """Note tokens a caller appended to the kept cache (through the backbone's `encode`)."""
         if cache is self.cache:

@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-baseline", action="store_true", help="leave out the copy heuristic's row")
     parser.add_argument("--no-drafts", action="store_true", help="turn the pipeline's drafts stage off")
     parser.add_argument(
+        "--no-next-token-draft", action="store_true",
+        help="no next-token draft where the code around the cursor offers none (other drafts stay)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-gates", action="store_true", help="ignore the model's calibrated confidence gates"
     )
     parser.add_argument(
@@ -78,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         options = EvalOptions(
             compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
-            drafts=not args.no_drafts, gates=not args.no_gates, single_line_canvas=args.single_line_canvas,
+            drafts=not args.no_drafts, next_token_draft=not args.no_next_token_draft,
+            gates=not args.no_gates, single_line_canvas=args.single_line_canvas,
         )  # fmt: skip
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
         if args.calibrate:

@@ -40,7 +40,8 @@ ACCEPTED_SIMILARITY = 0.7  # a completion this close to the truth is one a user 
 class EvalOptions:
     compare_ar: bool = False
     copy_baseline: bool = True  # a row for the copy heuristic (no model) in every table
-    drafts: bool = True  # the pipeline's drafts stage (the server's default)
+    drafts: bool = True  # the pipeline's drafts stage (the server's default); off: no draft of any kind
+    next_token_draft: bool = True  # the engine's own draft where the code offers none (the server's default)
     gates: bool = True  # the model's calibrated confidence gates, if it ships them (the server's default)
     max_steps: int | None = None  # None: the checkpoint's generation config decides
     budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
@@ -77,7 +78,7 @@ class Scored:
 
     text: str  # the first proposal the editor shows ("" when it shows none)
     offered: bool  # the editor showed something
-    origin: str  # the row the shown proposal came from: model (fresh noise), lookup or structure (drafts)
+    origin: str  # the row the shown proposal came from: model (fresh noise), lookup, structure, next_token
     mode: str  # single_line, multi_line or block, as the server decided
     tokens: int  # tokens the engine emitted for it, EOS excluded
     stop_reason: str
@@ -85,7 +86,8 @@ class Scored:
     edit_similarity: float
     passed: bool | None  # None: not executed
     execution: str  # passed, failed, timeout, or "" when not executed
-    steps: int
+    steps: int  # denoising steps
+    draft_forwards: int  # forward passes of the engine's next-token draft
     tokens_per_forward: float
     latency_ms: float  # the whole pipeline, as the editor waits for it
     engine_ms: float
@@ -157,6 +159,7 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
         max_steps=options.max_steps or 0,
         decoder=decoder,
         drafts=options.drafts,
+        next_token_draft=options.drafts and options.next_token_draft,
         min_mean_confidence_percent=None if options.gates else 0,
         min_line_confidence_percent=None if options.gates else 0,
     )
@@ -194,6 +197,7 @@ def score_row(
         passed=execution.passed if execution else None,
         execution=execution.status if execution else "",
         steps=result.steps,
+        draft_forwards=result.draft_forwards,
         tokens_per_forward=result.tokens_per_forward,
         latency_ms=latency_ms,
         engine_ms=result.timings.total_ms,
@@ -221,6 +225,7 @@ def score_copy(item: Item, benchmark: Benchmark, eval_options: EvalOptions) -> S
         passed=execution.passed if execution else None,
         execution=execution.status if execution else "",
         steps=0,
+        draft_forwards=0,
         tokens_per_forward=0.0,
         latency_ms=latency_ms,
         engine_ms=0.0,

@@ -25,3 +25,19 @@ def tiny_engine(tiny_model_dir: Path):
     from engine import load_engine
 
     return load_engine(str(tiny_model_dir), device="cpu")
+
+
+@pytest.fixture
+def canvas_specs(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The canvas specs the local engine hands its sampler, in order (a spy: the sampler still runs)."""
+    import engine.local_engine as local_engine
+
+    seen = []
+    real = local_engine.denoise
+
+    def spy(model, cache, spec, *args, **kwargs):
+        seen.append(spec)
+        return real(model, cache, spec, *args, **kwargs)
+
+    monkeypatch.setattr(local_engine, "denoise", spy)
+    return seen

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-import engine.local_engine as local_engine
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.context import build_context
 from dgemma_lsp.inline.drafts import make_drafts, structure_draft
 from dgemma_lsp.inline.lookup import Haystack, continuations, cut_before_suffix, longest_key
+from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from engine import InfillRequest
 from tests.lsp_session import inline, lsp_session, open_document
 
@@ -108,15 +108,8 @@ def test_drafts_come_only_from_the_documents_given():
 # ---- the engine's draft rows -----------------------------------------------------------------
 
 
-def test_draft_rows_are_seeded_sticky_and_batched_with_a_fresh_row(tiny_engine, monkeypatch):
-    seen = []
-    real = local_engine.denoise
-
-    def spy(model, cache, spec, *args, **kwargs):
-        seen.append(spec)
-        return real(model, cache, spec, *args, **kwargs)
-
-    monkeypatch.setattr(local_engine, "denoise", spy)
+def test_draft_rows_are_seeded_sticky_and_batched_with_a_fresh_row(tiny_engine, canvas_specs):
+    seen = canvas_specs
     drafts = ("total + 1", "count(items)")
     request = InfillRequest(
         prefix="x = ", suffix=")\n", language="python", max_new_tokens=16, drafts=drafts,
@@ -171,8 +164,8 @@ async def test_the_server_runs_draft_rows_only_from_open_documents(tiny_model_di
         await inline(client, (tmp_path / "tests.py").as_uri(), 7, len("    assert "))
         stats = await client.protocol.send_request_async("dgemma/stats", {})
         assert stats.drafts.requests_with_drafts == 2 and stats.drafts.draft_rows >= 2
-        assert sum(getattr(stats.sources, k, 0) for k in ("model", "lookup", "structure")) == 2
-        assert client.statuses[-1].lastSource in ("model", "lookup", "structure")
+        assert sum(getattr(stats.sources, k, 0) for k in MODEL_SOURCES) == 2
+        assert client.statuses[-1].lastSource in MODEL_SOURCES
 
 
 async def test_the_budget_holds_with_drafts_and_a_closed_gate_offers_nothing(tiny_model_dir, tmp_path):

@@ -277,7 +277,7 @@ def test_ar_decoding_with_the_kv_cache_matches_recomputing_everything(tiny_model
 COMPLETION_KEYS = {
     "text", "offered", "origin", "mode", "tokens", "stop_reason", "exact", "edit_similarity", "passed",
     "execution",
-    "steps", "tokens_per_forward", "latency_ms", "engine_ms",
+    "steps", "draft_forwards", "tokens_per_forward", "latency_ms", "engine_ms",
 }  # fmt: skip
 
 
@@ -318,6 +318,7 @@ def test_eval_end_to_end_compare_ar(tiny_model_dir, tmp_path, one_thread, capsys
     for row in report["rows"]:
         diffusion, ar = row["completions"]["diffusion"], row["completions"]["autoregressive"]
         assert diffusion["steps"] <= 4 * 6 + 6  # 96 tokens: six canvases of 16; a repair pass of 6
+        assert diffusion["draft_forwards"] <= 16  # a next-token draft fills at most the first canvas
         assert ar["stop_reason"] in ("eos", "max_tokens") and ar["tokens"] <= 96
         ended = ar["stop_reason"] == "eos"
         assert ar["steps"] == ar["tokens"] + ended

@@ -6,11 +6,11 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from tests.lsp_session import change, inline, lsp_session, open_document
 
 SOURCE = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    \n    return result\n"
 URI = "file:///work/example.py"
-MODEL_ROWS = ("model", "lookup", "structure")
 
 
 class _Negative(int):
@@ -148,9 +148,9 @@ async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_mod
     from tests.lsp_session import wait_until
 
     no_deadline = {"completion": {"latencyBudgetMs": 0}}
-    # The tiny model has random weights: after "result = " it writes several characters (after some
-    # other prefixes only one, and typing through one character leaves nothing to reuse).
-    typed_line = "    result = "
+    # The tiny model has random weights: after "result = textwrap." it writes several characters (after
+    # some other prefixes only one, and typing through one character leaves nothing to reuse).
+    typed_line = "    result = textwrap."
     source = SOURCE.replace("\n    \n", f"\n{typed_line}\n")
     col = len(typed_line)
     async with lsp_session(tiny_model_dir, options=no_deadline) as (client, _):
@@ -158,7 +158,7 @@ async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_mod
         first = await inline(client, URI, 4, col)
         shown = first.items[0].insert_text
         assert len(shown) >= 2, f"the tiny model's answer here changed: {shown!r}; pick another line"
-        assert client.statuses[-1].lastSource in MODEL_ROWS  # the model ran (its fresh row or a draft's won)
+        assert client.statuses[-1].lastSource in MODEL_SOURCES  # the model ran (its row or a draft won)
         # The user types the first character of the ghost text: the rest comes back without the model.
         change(client, URI, 2, 4, col, 4, col, shown[0])
         typed = await inline(client, URI, 4, col + 1)
@@ -189,7 +189,7 @@ async def test_stats_request_reports_what_the_server_measured(tiny_model_dir):
         await inline(client, URI, 4, 4)  # same context: cache
         stats = await client.protocol.send_request_async("dgemma/stats", {"reset": True})
         assert stats.answered == 2
-        assert sum(getattr(stats.sources, row, 0) for row in MODEL_ROWS) == 1 and stats.sources.cache == 1
+        assert sum(getattr(stats.sources, row, 0) for row in MODEL_SOURCES) == 1 and stats.sources.cache == 1
         assert stats.steps_mean >= 1 and stats.tokens_per_forward > 0
         assert 0 <= stats.prompt_reuse <= 1
         assert stats.overhead.p50_ms >= 0 and stats.peak_rss_mb > 50

@@ -103,8 +103,9 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
         if text is None or text in seen:
             continue
         seen.add(text)
-        origin = "model" if candidate.draft is None else plan.draft_kinds[candidate.draft]
-        proposals.append(Proposal(text, plan.context.cursor, candidate.mean_confidence, origin))
+        proposals.append(
+            Proposal(text, plan.context.cursor, candidate.mean_confidence, plan.origin(candidate.draft))
+        )
     return Completion(proposals=tuple(proposals), context=plan.context, result=result)
 
 
@@ -141,4 +142,9 @@ def merged_result(first: InfillResult, second: InfillResult, keep: InfillResult)
         forward_ms=first.timings.forward_ms + second.timings.forward_ms,
     )
     tokens = len(keep.candidates[0].token_ids) if keep.candidates else 0
-    return replace(keep, steps=steps, timings=timings, tokens_per_forward=tokens / steps if steps else 0.0)
+    drafted = first.draft_forwards + second.draft_forwards
+    forwards = steps + drafted
+    return replace(
+        keep, steps=steps, timings=timings, draft_forwards=drafted,
+        tokens_per_forward=tokens / forwards if forwards else 0.0,
+    )  # fmt: skip

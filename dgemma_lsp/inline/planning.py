@@ -17,6 +17,7 @@ from dgemma_lsp.runtime.options import Options, completion_budget_ms
 from engine import Engine, InfillRequest
 
 MAX_ANCHOR_CHARS = 24
+NEXT_TOKEN = "next_token"  # the origin of a row the engine's next-token draft started
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,12 @@ class Plan:
     min_mean_confidence: float = 0.0  # offer nothing below this
     grammar: Language | None = None  # for syntax repair; None: no repair
     draft_kinds: tuple[str, ...] = ()  # the kind of each of request.drafts (lookup, structure)
+
+    def origin(self, draft: int | None) -> str:
+        """Where a candidate's row started: a draft's kind, the engine's own next-token draft, or noise."""
+        if draft is None:
+            return "model"
+        return self.draft_kinds[draft] if draft < len(self.draft_kinds) else NEXT_TOKEN
 
 
 def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float) -> Plan:
@@ -62,6 +69,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         anchor=suffix_anchor(context) if completion.anchor_suffix else "",
         decoder=completion.decoder,
         drafts=tuple(d.text for d in drafts),
+        next_token_draft=completion.next_token_draft,
     )
     return Plan(
         context=context,

@@ -10,4 +10,5 @@ class Proposal:
     text: str  # inserted at the cursor
     cursor: int  # code-point offset in the document it was planned for
     confidence: float  # mean token probability
-    origin: str = "model"  # the row it came from: model (fresh noise), or a draft's kind (lookup, structure)
+    # The row it came from: model (fresh noise), a draft's kind (lookup, structure) or next_token.
+    origin: str = "model"

@@ -15,7 +15,7 @@ from typing import Literal
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.proposal import Proposal
 
-Source = Literal["model", "lookup", "structure", "typed_through", "cache", "speculative"]
+Source = Literal["model", "lookup", "structure", "next_token", "typed_through", "cache", "speculative"]
 ContextKey = tuple[str, str, str, str]
 RECENT_CONTEXTS = 16
 

@@ -22,7 +22,8 @@ class Status:
     model: str | None
     device: str | None
     lastLatencyMs: float | None  # camelCase: the wire names
-    lastSource: str | None  # model, lookup, structure (a draft won), typed_through, cache, speculative
+    # model, lookup, structure, next_token (a draft won), typed_through, cache, speculative
+    lastSource: str | None
     error: str | None
 
     def to_json(self) -> dict[str, Any]:

@@ -73,6 +73,10 @@ class CompletionOptions:
     languages: tuple[str, ...] = ()
     # Drafts from the code around the cursor (repeats, sibling statements) seed canvas rows of their own.
     drafts: bool = True
+    # Where the code around the cursor offers no draft, the model writes one left to right with its
+    # next-token head, and the canvas revises it (the bundled model's next-token head writes better
+    # than its canvas does from noise).
+    next_token_draft: bool = True
     # "diffusion", or "autoregressive": the same weights decoded left to right (for comparisons).
     decoder: str = "diffusion"
 

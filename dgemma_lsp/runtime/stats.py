@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from engine import InfillResult
 
 MAX_RECORDS = 20_000
-DRAFT_SOURCES = ("lookup", "structure")
+DRAFT_SOURCES = ("lookup", "structure", "next_token")
 MODEL_SOURCES = ("model", *DRAFT_SOURCES)  # the model ran for these answers
 
 
 @dataclass(frozen=True)
 class Record:
-    source: str  # model, lookup, structure (a draft row won), typed_through, cache, speculative
+    source: str  # model, lookup, structure, next_token (a draft row won), typed_through, cache, speculative
     multi_line: bool
     server_ms: float  # handler entry to answer
     forward_ms: float  # inside model forward passes (0 when the model did not run for it)
@@ -34,6 +34,7 @@ class Record:
     stop_reason: str
     queued_ms: float = 0.0  # waiting for the worker to finish or cancel another job
     drafts: int = 0  # draft rows the engine ran beside the fresh-noise rows
+    draft_forwards: int = 0  # forward passes of the engine's own next-token draft
 
     @property
     def overhead_ms(self) -> float:
@@ -65,6 +66,7 @@ def record(
         forward_ms=result.timings.forward_ms,
         engine_ms=result.timings.total_ms,
         steps=result.steps,
+        draft_forwards=result.draft_forwards,
         tokens_per_forward=result.tokens_per_forward,
         prompt_tokens=result.prompt_tokens,
         reused_prompt_tokens=result.reused_prompt_tokens,
@@ -137,6 +139,7 @@ class Stats:
             "steps": [
                 [steps, n] for steps, n in sorted(Counter(r.steps for r in model).items())
             ],  # histogram
+            "draft_forwards_mean": _mean([r.draft_forwards for r in model]),
             "tokens_per_forward": sum(r.tokens_per_forward for r in model) / len(model) if model else None,
             "prompt_reuse": sum(r.reused_prompt_tokens for r in model) / prompt if prompt else None,
             "prompt_tokens": prompt,

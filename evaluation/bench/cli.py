@@ -95,6 +95,7 @@ async def run(args: argparse.Namespace) -> dict:
         "sampler": server["sampler"],
         "overhead_5000_lines": server_big["overhead"],
         "steps_mean": server["steps_mean"],
+        "draft_forwards_mean": server["draft_forwards_mean"],
         "steps": server["steps"],
         "latencies_ms": {
             mode: [round(s.latency_ms, 2) for s in answered if s.multi_line == (mode == "multi_line")]
@@ -138,6 +139,7 @@ def table(figures: dict) -> str:
             f"{_ms(sampler['p50_ms'])} / {_ms(sampler['p95_ms'])}",
         ),
         ("denoising steps (mean)", _ms(figures["steps_mean"])),
+        ("next-token draft forwards (mean)", _ms(figures["draft_forwards_mean"])),
         ("tokens per forward pass", _ms(figures["tokens_per_forward"])),
         ("prompt tokens reused", "-" if reuse is None else f"{reuse:.0%}"),
         ("answers by source", ", ".join(f"{k} {v}" for k, v in sorted(figures["sources"].items()))),

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from lsprotocol import types
 
+from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from tests.lsp_session import inline, lsp_session, open_document, wait_until
 from tests.reliability import faults
 
@@ -96,7 +97,7 @@ async def test_each_model_fault_is_shown_and_completions_resume_without_restart(
             # answer may be cut to nothing by post-processing, so items are counted, not required.
             last = client.statuses[-1]
             assert len(client.statuses) > statuses and last.state == "ready"
-            assert last.lastSource in ("model", "lookup", "structure")  # the model ran: its row or a draft's
+            assert last.lastSource in MODEL_SOURCES  # the model ran: its row or a draft's
             offered += bool(resumed.items)
             assert process.returncode is None
     assert offered >= len(reported) // 2, f"completions after only {offered} of {len(reported)} corrections"

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from tests.reliability.wire import RawServer
 
 OPTIONS = {
@@ -163,7 +164,7 @@ def test_random_incremental_edits_keep_the_server_text_in_step(
         server.stats(reset=True)
         second = server.request("textDocument/inlineCompletion", server.inline_params(uri, **at), 60)
         figures_now = server.stats()
-        assert sum(figures_now["sources"].get(k, 0) for k in ("model", "lookup", "structure")) == 1
+        assert sum(figures_now["sources"].get(k, 0) for k in MODEL_SOURCES) == 1
         assert figures_now["reused_prompt_tokens"] == figures_now["prompt_tokens"] - 1, (reference, at)
         assert first["result"] == second["result"]
         server.close_document(fresh)

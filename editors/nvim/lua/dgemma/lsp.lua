@@ -12,7 +12,7 @@ M.name = "dgemma"
 ---@field model string|nil
 ---@field device string|nil
 ---@field lastLatencyMs number|nil
----@field lastSource string|nil model, typed_through, cache or speculative
+---@field lastSource string|nil model, lookup, structure, next_token, typed_through, cache or speculative
 ---@field error string|nil
 
 ---@type dgemma.Status|nil
