@@ -55,7 +55,8 @@ class InfillRequest:
     draft_noise: float = 0.0
     # With no drafts (and no seed), the engine writes one itself before the canvas: greedily, with the
     # next-token head over the prompt it has just encoded (the encoder is a causal LM of prompt + middle),
-    # in up to half the time left; it seeds a draft row like the others. Engines without one ignore it.
+    # in up to half the time left; it seeds a draft row like the others. Engines without a head trained
+    # for it (the remote one, the released chat checkpoint) ignore it.
     next_token_draft: bool = False
     max_steps: int | None = None  # None: the model's generation config decides
     # Tokens per canvas (0: the model's canvas length). A short line fits in a small canvas, whose steps

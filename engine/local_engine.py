@@ -57,6 +57,9 @@ class LocalEngine:
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         self.prompt_cache = PromptCache(backbone)
+        # Our fill-in-the-middle checkpoints train the encoder's next-token head on prompt + middle
+        # (training/objective.py); nothing says the released chat checkpoint's writes a middle.
+        self.writes_next_token_drafts = prompt_format.family == "fim"
 
     def warm_up(self) -> None:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""
@@ -100,7 +103,8 @@ class LocalEngine:
         drafts = [self.format.encode(d) for d in request.drafts] if request.decoder == "diffusion" else []
         steps = draft_forwards = 0
         block = self._block_length(request)
-        if request.next_token_draft and not drafts and request.seed_canvas is None:
+        own_draft = request.next_token_draft and self.writes_next_token_drafts
+        if own_draft and not drafts and request.seed_canvas is None:
             room = min(request.max_new_tokens, block)
             written = self._next_token_draft(hidden[0, -1], room, request.deadline, request.cancel)
             draft_forwards = written.steps

@@ -98,3 +98,19 @@ def test_the_pipeline_names_a_next_token_row_and_the_option_turns_it_off(engine)
     assert shown.proposals and shown.proposals[0].origin in ("model", NEXT_TOKEN)
     off = Options(completion=replace(budget, next_token_draft=False))
     assert not prepare(opened.snapshot(), cursor, off, engine, time.monotonic()).request.next_token_draft
+
+
+def test_only_checkpoints_trained_for_it_write_next_token_drafts(engine, canvas_specs):
+    from transformers import PreTrainedTokenizerFast
+
+    from engine.local_engine import LocalEngine
+    from engine.prompts import Gemma4ChatFormat
+
+    assert engine.writes_next_token_drafts  # our fill-in-the-middle format: its head trained on middles
+    tokenizer = engine.format.tokenizer
+    hf = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>")
+    chat = LocalEngine(engine.backbone, Gemma4ChatFormat(hf), engine.settings, engine.info)
+    assert not chat.writes_next_token_drafts  # the released chat checkpoint: nothing says it can
+    engine.writes_next_token_drafts = False
+    engine.infill(REQUEST)
+    assert canvas_specs[-1].init.shape[0] == 1  # the request's flag alone does not make a draft row
