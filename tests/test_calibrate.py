@@ -28,6 +28,14 @@ def test_among_equal_accepted_characters_a_handful_of_lucky_offers_does_not_win(
     assert choose([point(0, 0.9, 0.2, 3.0, 140), few, many], 162).min_mean_confidence_percent == 50
 
 
+def test_a_goal_reached_on_a_handful_of_offers_is_not_reached():
+    # The step-13,188 export's curve: 4 right of 6 at 95% (offering 10% of the time) against the most
+    # accepted characters at 60% (31% of 65 right).
+    curve = [point(0, 0.95, 0.25, 4.86, 80), point(60, 0.85, 0.31, 4.86, 65), point(95, 0.1, 0.67, 0.51, 6)]
+    assert choose(curve, 162).min_mean_confidence_percent == 60
+    assert choose([*curve, point(90, 0.3, 0.62, 2.0, 40)], 162).min_mean_confidence_percent == 90
+
+
 def test_points_offering_fewer_than_five_completions_never_count():
     curve = [point(0, 0.9, 0.2, 4.0, 140), point(95, 0.01, 1.0, 0.1, 2)]
     assert choose(curve, 162).min_mean_confidence_percent == 0
