@@ -189,9 +189,10 @@ class _Layer:
         """The routed experts as transformers computes them: the router reads `router_input` (the residual
         stream normed without scale) and chooses, the experts read `x` ([N, H]). Few rows run every expert
         (4x the arithmetic of the top 2 of 8, in 2 or 3 matmuls instead of up to 16, and no shape that
-        depends on the routing); many rows only the chosen ones."""
+        depends on the routing); many rows only the chosen ones, and so does a single row (a next-token
+        step), for which reading every expert's weights costs more than two small products."""
         weights, index = self.route(router_input)
-        if x.shape[0] > ALL_EXPERTS_ROWS:
+        if x.shape[0] > ALL_EXPERTS_ROWS or x.shape[0] == 1:
             return self.chosen_experts(x, weights, index)
         if canvas:
             return self.canvas_experts(x, weights, index)

@@ -309,6 +309,22 @@ def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
             assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize(
+    ("rows", "path"), [(1, "chosen_experts"), (16, "all_experts"), (100, "chosen_experts")]
+)
+def test_a_prompts_rows_take_the_cheaper_experts_path(rows, path, monkeypatch):
+    # One row (a next-token step) reads two experts' weights, a few rows run all eight in two matmuls,
+    # many rows the chosen ones again: the numbers are the same either way (the test above).
+    layer = FusedModel.of_module(released_shape()).layers[-1]
+    taken = []
+    for name in ("chosen_experts", "all_experts", "canvas_experts"):
+        real = getattr(layer, name)
+        monkeypatch.setattr(layer, name, lambda *a, name=name, real=real: taken.append(name) or real(*a))
+    x = torch.randn(rows, layer.router_scale.shape[0])
+    layer.moe(x, x, canvas=False)
+    assert taken == [path]
+
+
 @pytest.mark.parametrize("rows", [1, 16, 48])
 def test_a_canvas_runs_every_expert_in_fewer_matmuls_within_rounding(rows):
     # A canvas's keys and values are never cached, so its experts may round elsewhere (hidden units
