@@ -2,8 +2,8 @@
 
 prompt -> encoder prefill (reusing the previous request's KV) -> [a next-token draft when the request
 brings none] -> one or more canvases denoised by `engine.sampler` -> text up to the first EOS, per
-candidate. One worker thread calls `infill`;
-the engine keeps the prompt cache between calls and is not thread-safe.
+candidate. One worker thread calls `infill`; the engine keeps the prompt cache between calls and is
+not thread-safe.
 """
 
 from __future__ import annotations
