@@ -35,7 +35,7 @@ class Answer:
     context: CompletionContext
     result: InfillResult | None  # the model's result when it ran for this request
     queued_ms: float = 0.0  # waiting for the worker (it was finishing or cancelling another job)
-    drafts: int = 0  # draft rows the engine ran for it
+    drafts: int = 0  # rows of drafts from the code the engine ran for it (not its own next-token draft)
 
 
 class InlineService:

@@ -33,7 +33,7 @@ class Record:
     reused_prompt_tokens: int
     stop_reason: str
     queued_ms: float = 0.0  # waiting for the worker to finish or cancel another job
-    drafts: int = 0  # draft rows the engine ran beside the fresh-noise rows
+    drafts: int = 0  # rows of drafts from the code (lookup, structure), not the next-token draft
     draft_forwards: int = 0  # forward passes of the engine's own next-token draft
 
     @property
