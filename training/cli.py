@@ -30,6 +30,10 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--run", required=True)
     tr.add_argument("--shape", default="small")
     tr.add_argument("--languages", default="", help="comma-separated corpus languages (default: all)")
+    tr.add_argument(
+        "--validate-languages", default="",
+        help="languages of the validation batches (default: --languages), so runs of other mixes compare",
+    )  # fmt: skip
     tr.add_argument("--batch-size", type=int, default=16)
     tr.add_argument("--lr", type=float, default=2e-3)
     tr.add_argument("--threads", type=int, default=0)
@@ -100,6 +104,7 @@ def session(args: argparse.Namespace) -> Session:
     return Session(
         corpus=Path(args.corpus),
         languages=set(args.languages.split(",")) if args.languages else None,
+        validation_languages=set(args.validate_languages.split(",")) if args.validate_languages else None,
         device=args.device,
         hours=args.hours,
         steps=args.steps,

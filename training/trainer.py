@@ -38,6 +38,7 @@ class Session:
 
     corpus: Path
     languages: set[str] | None = None
+    validation_languages: set[str] | None = None  # None: the training languages
     device: str = "cpu"
     hours: float = 0  # 0: no limit, as for steps and max_tokens
     steps: int = 0
@@ -225,7 +226,9 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     window: list[tuple[float, float, float, int]] = []
     started_step = progress["step"]
     validation = (
-        validation_batches(session.corpus, fmt, session.languages) if session.validate_every_tokens else None
+        validation_batches(session.corpus, fmt, session.validation_languages or session.languages)
+        if session.validate_every_tokens
+        else None
     )
     next_validation = progress["tokens"]
     while (
