@@ -58,6 +58,11 @@ class InfillRequest:
     # in up to half the time left; it seeds a draft row like the others. Engines without a head trained
     # for it (the remote one, the released chat checkpoint) ignore it.
     next_token_draft: bool = False
+    # A candidate from that draft also carries the next-token head's probability of each of its tokens:
+    # where the canvas kept the draft they come with it, else from one pass of the encoder over the
+    # candidate. They tell right from wrong there; the canvas's confidence in its own head's text does
+    # not (README, "Drafts"). Engines without such a draft ignore it.
+    next_token_confidence: bool = False
     max_steps: int | None = None  # None: the model's generation config decides
     # Tokens per canvas (0: the model's canvas length). A short line fits in a small canvas, whose steps
     # cost less; text longer than one canvas goes on in the next.
@@ -108,6 +113,9 @@ class Candidate:
     # The index of the request's draft this row started from (len(request.drafts): the engine's own
     # next-token draft); None: noise.
     draft: int | None = None
+    # The next-token head's probability of each token (after the prompt and the tokens before it), for
+    # a candidate from the engine's next-token draft when the request asked for it; else empty.
+    head_confidence: tuple[float, ...] = ()
 
     def line_confidence(self) -> list[float]:
         """The lowest token confidence on each line of `text`.
@@ -126,6 +134,10 @@ class Candidate:
     @property
     def mean_confidence(self) -> float:
         return sum(self.confidence) / len(self.confidence) if self.confidence else 0.0
+
+    @property
+    def mean_head_confidence(self) -> float:
+        return sum(self.head_confidence) / len(self.head_confidence) if self.head_confidence else 0.0
 
 
 @dataclass(frozen=True)
@@ -166,7 +178,8 @@ class EngineInfo:
     canvas_length: int
     parameters: int
     # The confidence gates calibrated for this model (calibration.json beside its weights), e.g.
-    # {"min_mean_confidence_percent": 40, "min_line_confidence_percent": 10}; empty: none shipped.
+    # {"min_mean_confidence_percent": 40, "min_line_confidence_percent": 10,
+    # "min_next_token_confidence_percent": 30}; empty: none shipped.
     gates: dict[str, int] = field(default_factory=dict)
 
 

@@ -51,6 +51,7 @@ def greedy_tokens(
     out = Greedy()
     while True:
         logits = engine.backbone.next_token_logits(hidden) + engine.bias  # [V]
+        probs = logits.softmax(dim=-1)  # what the model gave each token, EOS included
         if len(out.tokens) < min_tokens:
             logits[engine.eos_ids] = float("-inf")
         out.steps += 1
@@ -59,7 +60,7 @@ def greedy_tokens(
             out.reason = "eos"
             return out
         out.tokens.append(token)
-        out.confidence.append(float(logits.softmax(dim=-1)[token]))
+        out.confidence.append(float(probs[token]))
         if len(out.tokens) >= max_tokens:
             return out
         if cancel is not None and cancel.is_set():

@@ -262,7 +262,7 @@ def _transformers_model(folder: Path, dtype):
 
 
 CALIBRATION_FILE = "calibration.json"
-GATES = ("min_mean_confidence_percent", "min_line_confidence_percent")
+GATES = ("min_mean_confidence_percent", "min_line_confidence_percent", "min_next_token_confidence_percent")
 
 
 def read_gates(folder: Path) -> dict[str, int]:
@@ -272,7 +272,8 @@ def read_gates(folder: Path) -> dict[str, int]:
         return {}
     try:
         data = json.loads(path.read_text())
-        return {key: int(data[key]) for key in GATES if 0 <= int(data[key]) <= 100}
+        # A gate the file does not name (calibrated before it existed) stays open.
+        return {key: int(data[key]) for key in GATES if key in data and 0 <= int(data[key]) <= 100}
     except (OSError, ValueError, TypeError, KeyError) as err:
         logger.warning("ignoring %s: %s", path, err)
         return {}

@@ -104,6 +104,7 @@ class LocalEngine:
         steps = draft_forwards = 0
         block = self._block_length(request)
         own_draft = request.next_token_draft and self.writes_next_token_drafts
+        written: Greedy | None = None
         if own_draft and not drafts and request.seed_canvas is None:
             room = min(request.max_new_tokens, block)
             written = self._next_token_draft(hidden[0, -1], room, request.deadline, request.cancel)
@@ -144,9 +145,13 @@ class LocalEngine:
             self.backbone.encode(canvas_ids, cache)
             forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
+        candidates = self._candidates(rows, len(drafts))
+        if request.next_token_confidence and written is not None and written.tokens and reason != "cancelled":
+            scoring = time.perf_counter()
+            candidates = self._with_head_confidence(ids, hidden[0, -1], candidates, written)
+            forward_ms += (time.perf_counter() - scoring) * 1000
         finished = time.perf_counter()
 
-        candidates = self._candidates(rows, len(drafts))
         emitted = len(candidates[0].token_ids) + (1 if rows[0].ended else 0)
         return InfillResult(
             candidates=candidates,
@@ -176,6 +181,40 @@ class LocalEngine:
         )
         self.prompt_cache.drop_unrecorded()
         return written
+
+    def _with_head_confidence(
+        self, ids: list[int], last: torch.Tensor, candidates: tuple[Candidate, ...], written: Greedy
+    ) -> tuple[Candidate, ...]:
+        """The candidates, the one from the next-token draft `written` (the only draft row, 0) with the
+        head's probability of each of its tokens (`_head_probabilities`)."""
+        for index, candidate in enumerate(candidates):
+            if candidate.draft == 0 and candidate.token_ids:
+                scores = self._head_probabilities(ids, last, list(candidate.token_ids), written)
+                scored = replace(candidate, head_confidence=scores)
+                return (*candidates[:index], scored, *candidates[index + 1 :])
+        return candidates
+
+    @torch.inference_mode()
+    def _head_probabilities(
+        self, ids: list[int], last: torch.Tensor, tokens: list[int], written: Greedy
+    ) -> tuple[float, ...]:
+        """The next-token head's probability of each of `tokens` after the prompt `ids` (whose last
+        encoder state is `last`, [H]) and the tokens before it: read off the draft where the canvas
+        kept a head of it, else from one pass of the encoder over them (the prompt cache left as it was)."""
+        if tokens == written.tokens[: len(tokens)]:
+            return tuple(written.confidence[: len(tokens)])
+        if self.prompt_cache.tokens != ids:  # a later canvas was appended: back to the prompt
+            _, hidden = self.prompt_cache.encode(ids)
+            last = hidden[0, -1]
+        states = last[None]  # [1, H]: the state that predicts the first token
+        if len(tokens) > 1:
+            cache = self.prompt_cache.working_cache(1)  # the kept cache itself, cropped back below
+            before = torch.tensor([tokens[:-1]], device=self.device)
+            states = torch.cat([states, self.backbone.encode(before, cache)[0]])
+            self.prompt_cache.drop_unrecorded()
+        logits = self.backbone.next_token_logits(states) + self.bias  # [L, V]
+        chosen = torch.tensor(tokens, device=logits.device)
+        return tuple(logits.softmax(dim=-1)[torch.arange(len(tokens), device=logits.device), chosen].tolist())
 
     def _block_length(self, request: InfillRequest) -> int:
         """The most tokens one canvas holds: the request's `canvas_tokens`, except that an anchored or

@@ -2,8 +2,9 @@
 
 On a validation split (never the positions figures are reported on), each row is planned and
 decoded once through the pipeline with the gates open; then every pair of gates on a grid
-(mean confidence, lowest line confidence) is applied to the same engine answer by the pipeline's
-own `finish` and parse guard. The chosen pair maximizes the characters a user would accept per
+(mean confidence, lowest line confidence, and the next-token head's mean probability for a completion
+from the model's own next-token draft) is applied to the same engine answer by the pipeline's own
+`finish` and parse guard. The chosen pair maximizes the characters a user would accept per
 request (those of offered completions within edit similarity ACCEPTED_SIMILARITY of the truth),
 subject to precision (among offered single-line completions, at least PRECISION_GOAL within it).
 When no pair reaches it, no accepted character is given up for a precision that stays below it
@@ -40,6 +41,9 @@ MIN_OFFERED = 5  # a precision over fewer offered completions says nothing
 # is luck as often as not (its 95% interval spans 30% to 90%), and a gate chosen on it offers next to nothing.
 MIN_REACHING = 20
 GRID = tuple(range(0, 100, 5))
+# The next-token gate: rows from the next-token draft are a share of all, and a finer grid over them
+# would choose on a handful of rows.
+NEXT_TOKEN_GRID = tuple(range(0, 100, 10))
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class GatePoint:
     precision_all: float | None  # the same among all offered completions
     accepted_chars_per_request: float
     single_offered: int = 0  # offered single-line completions: what `precision` is measured on
+    min_next_token_confidence_percent: int = 0
 
     @property
     def supported_precision(self) -> float:
@@ -76,33 +81,47 @@ class GatePoint:
 def decode_rows(engine: Engine, items: Sequence[Item], budget_ms: int | None) -> list[Decoded]:
     registry = LanguageRegistry()
     open_gates = CompletionOptions(
-        latency_budget_ms=budget_ms, min_mean_confidence_percent=0, min_line_confidence_percent=0
-    )
+        latency_budget_ms=budget_ms, min_mean_confidence_percent=0, min_line_confidence_percent=0,
+        min_next_token_confidence_percent=0,
+    )  # fmt: skip
     rows = []
     for item in progress(items, len(items), "calibration rows"):
         view = EditorView.of(item)
         snapshot = standalone(view.text, item.language, registry).snapshot()
         engine.reset_cache()
         plan = prepare(snapshot, view.cursor, Options(completion=open_gates), engine, time.monotonic())
+        # The head's probabilities too, for the next-token gate to read (open gates would skip them).
+        plan = replace(plan, request=replace(plan.request, next_token_confidence=True))
         result = engine.infill(plan.request)
         check = ParseCheck(plan.grammar, plan.context.prefix, plan.context.suffix) if plan.grammar else None
         rows.append(Decoded(plan, result, check, view.reference))
     return rows
 
 
-def shown(row: Decoded, mean_percent: int, line_percent: int) -> str:
+def shown(row: Decoded, mean_percent: int, line_percent: int, next_token_percent: int = 0) -> str:
     """What the editor shows for this row with these gates (repair aside)."""
-    gated = replace(row.plan, min_mean_confidence=mean_percent / 100, min_line_confidence=line_percent / 100)
+    gated = replace(
+        row.plan,
+        min_mean_confidence=mean_percent / 100,
+        min_line_confidence=line_percent / 100,
+        min_next_token_confidence=next_token_percent / 100,
+    )
     completion = finish(gated, row.result)
     if row.check is not None:
         completion = parse_guarded(row.check, completion)
     return completion.proposals[0].text if completion.proposals else ""
 
 
-def point(rows: list[Decoded], mean_percent: int, line_percent: int, benchmark: Benchmark) -> GatePoint:
+def point(
+    rows: list[Decoded],
+    mean_percent: int,
+    line_percent: int,
+    benchmark: Benchmark,
+    next_token_percent: int = 0,
+) -> GatePoint:
     offered, single, good_single, good, accepted = 0, 0, 0, 0, 0
     for row in rows:
-        text = shown(row, mean_percent, line_percent)
+        text = shown(row, mean_percent, line_percent, next_token_percent)
         if not text:
             continue
         offered += 1
@@ -120,6 +139,7 @@ def point(rows: list[Decoded], mean_percent: int, line_percent: int, benchmark: 
         good / offered if offered else None,
         accepted / len(rows) if rows else 0.0,
         single,
+        next_token_percent,
     )
 
 
@@ -143,11 +163,17 @@ def calibrate(
     engine: Engine, benchmark: Benchmark, items: Sequence[Item], budget_ms: int | None, argv: list[str]
 ) -> dict:
     rows = decode_rows(engine, items, budget_ms)
-    curve = [point(rows, mean, line, benchmark) for mean in GRID for line in GRID]
+    curve = [
+        point(rows, mean, line, benchmark, next_token)
+        for mean in GRID
+        for line in GRID
+        for next_token in NEXT_TOKEN_GRID
+    ]
     chosen = choose(curve, len(rows))
     return {
         "min_mean_confidence_percent": chosen.min_mean_confidence_percent,
         "min_line_confidence_percent": chosen.min_line_confidence_percent,
+        "min_next_token_confidence_percent": chosen.min_next_token_confidence_percent,
         "chosen": asdict(chosen),
         "open_gates": asdict(curve[0]),
         "reaches_precision_goal": chosen.precision is not None and chosen.precision >= PRECISION_GOAL,

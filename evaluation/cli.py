@@ -114,7 +114,8 @@ def write_calibration(engine, benchmark, items, args: argparse.Namespace, argv: 
     found = calibrate(engine, benchmark, items, args.budget_ms, argv)
     args.calibrate.write_text(json.dumps(found, indent=1))
     mean, line = found["min_mean_confidence_percent"], found["min_line_confidence_percent"]
-    print(f"gates: mean >= {mean}%, line >= {line}%")
+    next_token = found["min_next_token_confidence_percent"]
+    print(f"gates: mean >= {mean}%, line >= {line}%, next-token draft's by the head >= {next_token}%")
     for name in ("chosen", "open_gates"):
         point = found[name]
         print(

@@ -162,6 +162,7 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
         next_token_draft=options.drafts and options.next_token_draft,
         min_mean_confidence_percent=None if options.gates else 0,
         min_line_confidence_percent=None if options.gates else 0,
+        min_next_token_confidence_percent=None if options.gates else 0,
     )
     return Options(completion=completion)
 

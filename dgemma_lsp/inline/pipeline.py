@@ -97,7 +97,7 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
     proposals: list[Proposal] = []
     seen: set[str] = set()
     for candidate in result.candidates:
-        if candidate.mean_confidence < plan.min_mean_confidence:
+        if not confident_enough(candidate, plan):
             continue
         text = postprocess(confident_part(candidate, plan.min_line_confidence), shape)
         if text is None or text in seen:
@@ -107,6 +107,14 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
             Proposal(text, plan.context.cursor, candidate.mean_confidence, plan.origin(candidate.draft))
         )
     return Completion(proposals=tuple(proposals), context=plan.context, result=result)
+
+
+def confident_enough(candidate: Candidate, plan: Plan) -> bool:
+    """The mean gate: by the next-token head's probabilities for a candidate that carries them (one
+    from the model's own next-token draft), else by the canvas's confidence."""
+    if candidate.head_confidence:
+        return candidate.mean_head_confidence >= plan.min_next_token_confidence
+    return candidate.mean_confidence >= plan.min_mean_confidence
 
 
 def confident_part(candidate: Candidate, threshold: float) -> str:

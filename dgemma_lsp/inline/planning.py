@@ -26,6 +26,7 @@ class Plan:
     request: InfillRequest
     min_line_confidence: float = 0.0  # cut the text before the first line below this
     min_mean_confidence: float = 0.0  # offer nothing below this
+    min_next_token_confidence: float = 0.0  # the same for the next-token draft's candidates, by the head
     grammar: Language | None = None  # for syntax repair; None: no repair
     draft_kinds: tuple[str, ...] = ()  # the kind of each of request.drafts (lookup, structure)
 
@@ -56,6 +57,11 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         else ()
     )
     budget = completion_budget_ms(completion, engine.info.device)
+    min_line = gate(completion.min_line_confidence_percent, "min_line_confidence_percent", engine)
+    min_mean = gate(completion.min_mean_confidence_percent, "min_mean_confidence_percent", engine)
+    min_next_token = gate(
+        completion.min_next_token_confidence_percent, "min_next_token_confidence_percent", engine
+    )
     request = InfillRequest(
         prefix=context.prefix,
         suffix=context.suffix,
@@ -70,16 +76,14 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         decoder=completion.decoder,
         drafts=tuple(d.text for d in drafts),
         next_token_draft=completion.next_token_draft,
+        next_token_confidence=completion.next_token_draft and min_next_token > 0,
     )
     return Plan(
         context=context,
         request=request,
-        min_line_confidence=gate(
-            completion.min_line_confidence_percent, "min_line_confidence_percent", engine
-        ),
-        min_mean_confidence=gate(
-            completion.min_mean_confidence_percent, "min_mean_confidence_percent", engine
-        ),
+        min_line_confidence=min_line,
+        min_mean_confidence=min_mean,
+        min_next_token_confidence=min_next_token,
         grammar=snapshot.grammar if completion.syntax_repair else None,
         draft_kinds=tuple(d.kind for d in drafts),
     )

@@ -65,6 +65,10 @@ class CompletionOptions:
     # Unset: the gates calibrated for the model (its calibration.json), else 0.
     min_line_confidence_percent: int | None = None
     min_mean_confidence_percent: int | None = None
+    # A completion from the model's own next-token draft is offered only if the next-token head's mean
+    # probability of its tokens is at least this, in place of the mean gate above (the canvas's
+    # confidence in its own head's text says little). Unset: the model's calibrated gate, else 0.
+    min_next_token_confidence_percent: int | None = None
     # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
     syntax_repair: bool = True
     # Fix the rest of the line at the end of the canvas, so a single-line completion joins it.
