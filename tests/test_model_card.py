@@ -99,6 +99,7 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
         for t in (1e6, 2e7)
     ]
     rows[1] |= {"completion_rows": 100, "completion_em": 0.01, "completion_es": 0.12}  # --completion-rows
+    rows[1] |= {"completion_ar_em": 0.05, "completion_ar_es": 0.25}
     curve = tmp_path / "valid.jsonl"
     curve.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     changes = tmp_path / "changes.md"
@@ -115,4 +116,5 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
     assert "Muon" in text and "bf16 autocast" in text and "8.33 CPU hours" in text
     assert text.index("## Training curve") < text.index("## Data")
     assert "first 100 held-out calibration positions" in text and "ES 0.120" in text
+    assert "next-token head alone, left to right: EM 0.050, ES 0.250" in text
     assert text.index("## What changed\n\nMuon instead of AdamW") < text.index("## Training")

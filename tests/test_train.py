@@ -99,10 +99,15 @@ def test_validation_completes_held_out_positions_as_the_exported_model_would(tmp
     engine = load_engine(str(tmp_path / "model"), device="cpu")
     items = list(heldout(Path(), CHECK_SET))[:3]
     report = run_eval(engine, BENCHMARKS["heldout"], items, MODEL_ALONE, language=CHECK_SET)
-    exported = report.summaries[0]
+    exported, left_to_right = report.summaries[0], report.summaries[1]
+    assert (exported.decoder, left_to_right.decoder) == ("diffusion", "autoregressive")
     assert (exported.exact_match, exported.edit_similarity) == (
         rows[0]["completion_em"],
         pytest.approx(rows[0]["completion_es"], abs=1e-9),
+    )
+    assert (left_to_right.exact_match, left_to_right.edit_similarity) == (
+        rows[0]["completion_ar_em"],
+        pytest.approx(rows[0]["completion_ar_es"], abs=1e-9),
     )
 
 

@@ -221,6 +221,12 @@ def curve_section(model: Path, validation: list[dict]) -> str:
                 [x_i for x_i, _ in checked], [row["completion_es"] for _, row in checked],
                 marker="s", color="tab:green", label="model alone: edit similarity (right axis)",
             )  # fmt: skip
+            by_head = [(x_i, row) for x_i, row in checked if "completion_ar_es" in row]
+            if by_head:
+                handles += right.plot(
+                    [x_i for x_i, _ in by_head], [row["completion_ar_es"] for _, row in by_head],
+                    marker="^", color="tab:olive", label="its next-token head alone (right axis)",
+                )  # fmt: skip
             right.set(ylabel="edit similarity, held-out positions", ylim=(0, None))
     axes[0].legend(handles=handles, fontsize="small")
     fig.suptitle("Validation loss on held-out Python (fixed batches, the corpus' valid split)")
@@ -234,6 +240,11 @@ def curve_section(model: Path, validation: list[dict]) -> str:
             f"(the server's pipeline, no drafts, no gates, no deadline): EM {last['completion_em']:.3f}, "
             f"ES {last['completion_es']:.3f}."
         )
+        if "completion_ar_es" in last:
+            completions += (
+                f" Its next-token head alone, left to right: EM {last['completion_ar_em']:.3f}, "
+                f"ES {last['completion_ar_es']:.3f}."
+            )
     return "\n".join(
         [
             "## Training curve",

@@ -278,6 +278,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
 
 COMPLETIONS_LOGGED = (
     ", model alone on {completion_rows} held-out positions: EM {completion_em:.3f} ES {completion_es:.3f}"
+    " (left to right: EM {completion_ar_em:.3f} ES {completion_ar_es:.3f})"
 )
 
 
