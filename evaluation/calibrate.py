@@ -159,15 +159,27 @@ def choose(curve: list[GatePoint], rows: int) -> GatePoint:
     )
 
 
+def grid(fixed: dict[str, int], gate: str, values: tuple[int, ...]) -> tuple[int, ...]:
+    return (fixed[gate],) if gate in fixed else values
+
+
 def calibrate(
-    engine: Engine, benchmark: Benchmark, items: Sequence[Item], budget_ms: int | None, argv: list[str]
+    engine: Engine,
+    benchmark: Benchmark,
+    items: Sequence[Item],
+    budget_ms: int | None,
+    argv: list[str],
+    fixed: dict[str, int] | None = None,
 ) -> dict:
+    """The gates chosen on `items`; `fixed` (gate name -> percent) holds some where they are and
+    chooses the others (a gate added to a model whose earlier ones the report sets bore out)."""
+    fixed = fixed or {}
     rows = decode_rows(engine, items, budget_ms)
     curve = [
         point(rows, mean, line, benchmark, next_token)
-        for mean in GRID
-        for line in GRID
-        for next_token in NEXT_TOKEN_GRID
+        for mean in grid(fixed, "min_mean_confidence_percent", GRID)
+        for line in grid(fixed, "min_line_confidence_percent", GRID)
+        for next_token in grid(fixed, "min_next_token_confidence_percent", NEXT_TOKEN_GRID)
     ]
     chosen = choose(curve, len(rows))
     return {
@@ -175,7 +187,8 @@ def calibrate(
         "min_line_confidence_percent": chosen.min_line_confidence_percent,
         "min_next_token_confidence_percent": chosen.min_next_token_confidence_percent,
         "chosen": asdict(chosen),
-        "open_gates": asdict(curve[0]),
+        "open_gates": asdict(point(rows, 0, 0, benchmark, 0)),
+        "fixed": fixed,
         "reaches_precision_goal": chosen.precision is not None and chosen.precision >= PRECISION_GOAL,
         "supported_precision": round(chosen.supported_precision, 3),
         "precision_goal": PRECISION_GOAL,

@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-gates", action="store_true", help="ignore the model's calibrated confidence gates"
     )
     parser.add_argument(
+        "--fix-gate", action="append", default=[], metavar="NAME=PERCENT",
+        help="with --calibrate: hold this gate (e.g. min_mean_confidence_percent=40) and choose the others",
+    )  # fmt: skip
+    parser.add_argument(
         "--calibrate", type=Path, metavar="OUT",
         help="choose the model's confidence gates on these rows and write them (calibration.json)",
     )  # fmt: skip
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_calibration(engine, benchmark, items, args: argparse.Namespace, argv: list[str]) -> int:
     """`--calibrate OUT`: the confidence gates for this model, chosen on these rows (a validation split)."""
+    from engine.loading import GATES
     from evaluation.calibrate import calibrate
 
     if args.benchmark == "heldout" and not args.language.endswith("calibration"):
@@ -111,7 +116,23 @@ def write_calibration(engine, benchmark, items, args: argparse.Namespace, argv: 
             file=sys.stderr,
         )
         return 2
-    found = calibrate(engine, benchmark, items, args.budget_ms, argv)
+    try:
+        fixed = {name: int(value) for name, value in (f.split("=", 1) for f in args.fix_gate)}
+    except ValueError:
+        print(f"dgemma-lsp eval: --fix-gate takes NAME=PERCENT, got {args.fix_gate}", file=sys.stderr)
+        return 2
+    if not all(0 <= value <= 100 for value in fixed.values()):
+        print(
+            f"dgemma-lsp eval: --fix-gate takes a percent from 0 to 100, got {args.fix_gate}", file=sys.stderr
+        )
+        return 2
+    if unknown := set(fixed) - set(GATES):
+        print(
+            f"dgemma-lsp eval: no gate named {', '.join(sorted(unknown))}: one of {', '.join(GATES)}",
+            file=sys.stderr,
+        )
+        return 2
+    found = calibrate(engine, benchmark, items, args.budget_ms, argv, fixed)
     args.calibrate.write_text(json.dumps(found, indent=1))
     mean, line = found["min_mean_confidence_percent"], found["min_line_confidence_percent"]
     next_token = found["min_next_token_confidence_percent"]

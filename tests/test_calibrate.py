@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from evaluation.calibrate import GatePoint, choose
+import json
+
+from evaluation.calibrate import NEXT_TOKEN_GRID, GatePoint, choose
+from evaluation.cli import main
 
 
 def point(mean: int, offered: float, precision: float, chars: float, single: int) -> GatePoint:
@@ -39,3 +42,21 @@ def test_a_goal_reached_on_a_handful_of_offers_is_not_reached():
 def test_points_offering_fewer_than_five_completions_never_count():
     curve = [point(0, 0.9, 0.2, 4.0, 140), point(95, 0.01, 1.0, 0.1, 2)]
     assert choose(curve, 162).min_mean_confidence_percent == 0
+
+
+def test_a_fixed_gate_is_held_and_the_others_are_chosen_on_real_decodes(tiny_model_dir, tmp_path):
+    # The tiny random checkpoint through the pipeline on three calibration rows: the figures mean
+    # nothing, the search does; the model's earlier mean gate is held while the next-token gate is chosen.
+    out = tmp_path / "calibration.json"
+    common = ["heldout", "--language", "python-calibration", "--limit", "3", "--model", str(tiny_model_dir)]
+    common += ["--threads", "1", "--budget-ms", "0", "--max-steps", "2", "--calibrate", str(out)]
+    assert main([*common, "--fix-gate", "min_mean_confidence_percent=40"]) == 0
+    found = json.loads(out.read_text())
+    assert found["min_mean_confidence_percent"] == 40
+    assert found["fixed"] == {"min_mean_confidence_percent": 40}
+    assert {p["min_mean_confidence_percent"] for p in found["curve"]} == {40}
+    assert {p["min_next_token_confidence_percent"] for p in found["curve"]} == set(NEXT_TOKEN_GRID)
+    assert found["open_gates"]["min_mean_confidence_percent"] == 0
+    assert main([*common, "--fix-gate", "min_vibes_percent=40"]) == 2
+    assert main([*common, "--fix-gate", "min_mean_confidence_percent=140"]) == 2
+    assert main([*common, "--fix-gate", "forty"]) == 2
