@@ -139,6 +139,9 @@ def test_the_next_token_drafts_candidate_is_gated_by_the_head_and_the_others_by_
     sure_canvas = candidate("gh", canvas=0.55, head=None)
     shown = finish(plan, result_of(unsure_head, sure_head, unsure_canvas, sure_canvas)).proposals
     assert [p.text for p in shown] == ["cd", "gh"]
+    gate_off = plan_at(tiny_engine, CompletionOptions(**GATES | {"min_next_token_confidence_percent": 0}))
+    shown = finish(gate_off, result_of(unsure_head, sure_head, unsure_canvas, sure_canvas)).proposals
+    assert [p.text for p in shown] == ["ab", "gh"]  # off: the canvas's mean gate reads them all, as before
     open_gates = plan_at(
         tiny_engine, CompletionOptions(min_mean_confidence_percent=0, min_next_token_confidence_percent=0)
     )
@@ -182,9 +185,10 @@ def test_calibration_points_gate_the_same_answers_by_each_confidence(tiny_engine
     right = Decoded(plan, result_of(candidate("x + 1", canvas=0.3, head=0.9, draft=0)), None, "x + 1")
     wrong = Decoded(plan, result_of(candidate("zzz_wrong", canvas=0.9, head=None)), None, "x + 1")
     rows, benchmark = [right, wrong], BENCHMARKS["heldout"]
-    by_canvas_only = point(rows, 50, 0, benchmark, 0)  # the next-token gate open: the right one stays
-    assert by_canvas_only.offered == 1.0 and by_canvas_only.precision == 0.5
+    by_canvas_only = point(rows, 50, 0, benchmark, 0)  # the next-token gate off: the canvas gates both
+    assert by_canvas_only.offered == 0.5 and by_canvas_only.precision == 0.0
     both = point(rows, 95, 0, benchmark, 50)
     assert both.offered == 0.5 and both.precision == 1.0 and both.min_next_token_confidence_percent == 50
     assert both.accepted_chars_per_request == len("x + 1") / 2
     assert point(rows, 0, 0, benchmark, 95).offered == 0.5  # the head's 90% is below 95%
+    assert point(rows, 0, 0, benchmark, 0).offered == 1.0

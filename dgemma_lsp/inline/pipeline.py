@@ -111,8 +111,8 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
 
 def confident_enough(candidate: Candidate, plan: Plan) -> bool:
     """The mean gate: by the next-token head's probabilities for a candidate that carries them (one
-    from the model's own next-token draft), else by the canvas's confidence."""
-    if candidate.head_confidence:
+    from the model's own next-token draft) where that gate is set, else by the canvas's confidence."""
+    if candidate.head_confidence and plan.min_next_token_confidence > 0:
         return candidate.mean_head_confidence >= plan.min_next_token_confidence
     return candidate.mean_confidence >= plan.min_mean_confidence
 

@@ -67,7 +67,8 @@ class CompletionOptions:
     min_mean_confidence_percent: int | None = None
     # A completion from the model's own next-token draft is offered only if the next-token head's mean
     # probability of its tokens is at least this, in place of the mean gate above (the canvas's
-    # confidence in its own head's text says little). Unset: the model's calibrated gate, else 0.
+    # confidence in its own head's text says little). Unset: the model's calibrated gate, else 0 (off:
+    # the mean gate applies to them too).
     min_next_token_confidence_percent: int | None = None
     # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
     syntax_repair: bool = True
