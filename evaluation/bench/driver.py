@@ -139,12 +139,13 @@ class BenchClient:
         return context.mode != "single_line"
 
     async def first_completion(self, uri: str, lines: LineIndex, offset: int, timeout: float = 120) -> None:
-        """Ask until an answer has items: the model has loaded and answers."""
+        """Ask until the model has answered one (the server counts it): it has loaded and completes.
+        The answer may be empty: the confidence gates can hide what the model wrote at this cursor."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             _, future = self.request(uri, lines, offset)
-            result = await future
-            if result is not None and result.items:
+            await future
+            if (await self.stats(reset=False))["answered"]:
                 return
             await asyncio.sleep(0.05)
         raise TimeoutError(f"no completion within {timeout}s; server said: {self.log_lines[-3:]}")
