@@ -99,6 +99,9 @@ def serve(args: argparse.Namespace) -> int:
     _configure_logging(args.verbose, args.log_file)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     from dgemma_lsp.lsp.frames import FrameReader
+    from dgemma_lsp.runtime.heap import hold_mmap_threshold
+
+    hold_mmap_threshold()  # a long-lived process: its memory must not creep
     from dgemma_lsp.lsp.server import create_server
 
     server = create_server(model_override=args.model)

@@ -89,24 +89,3 @@ async def test_a_failing_job_reports_its_error_and_the_worker_goes_on():
         assert await scheduler.submit("x", lambda cancel: "ok") == "ok"
     finally:
         scheduler.stop()
-
-
-async def test_the_idle_hook_runs_once_the_worker_rests_after_work_and_never_between_queued_jobs():
-    calls: list[str] = []
-    scheduler = Scheduler(on_idle=lambda: calls.append("idle"), idle_after_s=0.05)
-    gate = threading.Event()
-    try:
-        await asyncio.sleep(0.15)
-        assert calls == []  # no work yet: nothing to tidy
-        first = scheduler.submit("a", lambda cancel: gate.wait(5) and calls.append("a"))
-        second = scheduler.submit("b", lambda cancel: calls.append("b"))
-        gate.set()
-        await first
-        await second
-        await asyncio.sleep(0.3)
-        assert calls == ["a", "b", "idle"]  # once, after both, however long it then rests
-        await scheduler.submit("c", lambda cancel: calls.append("c"))
-        await asyncio.sleep(0.3)
-        assert calls == ["a", "b", "idle", "c", "idle"]
-    finally:
-        scheduler.stop()

@@ -26,7 +26,6 @@ from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
 from dgemma_lsp.rewrite.service import RewriteService
-from dgemma_lsp.runtime.heap import heap_trimmer
 from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.runtime.options import Options, parse_options
 from dgemma_lsp.runtime.scheduler import Scheduler
@@ -43,7 +42,7 @@ class DgemmaServer(LanguageServer):
         self.options = self._with_override(Options())
         self.registry = LanguageRegistry()
         self.documents = Workspace(self.registry, "utf-16")  # replaced at initialize (encoding)
-        self.scheduler = Scheduler(on_idle=heap_trimmer())
+        self.scheduler = Scheduler()
         self.model = ModelHost(self.scheduler)
         self.inline = InlineService(self.scheduler)
         self.rewrites = RewriteService(self.scheduler)

@@ -46,15 +46,7 @@ class Job:
 
 
 class Scheduler:
-    def __init__(
-        self,
-        name: str = "dgemma-model",
-        on_idle: Callable[[], None] | None = None,
-        idle_after_s: float = 0.25,
-    ) -> None:
-        """`on_idle` runs on the worker once it has been idle `idle_after_s` after a job (trimming the
-        heap, say): never while a job waits, and a job submitted meanwhile waits for it to end."""
-        self._on_idle, self._idle_after_s = on_idle, idle_after_s
+    def __init__(self, name: str = "dgemma-model") -> None:
         self._pending: OrderedDict[str, Job] = OrderedDict()
         self._running: Job | None = None
         self._wake = threading.Condition()
@@ -107,33 +99,15 @@ class Scheduler:
                 self._running.cancel.set()
             self._wake.notify()
 
-    def _next(self, worked: bool) -> Job | None:
-        """The next job; None once the worker has been idle long enough after work (or on stop)."""
-        with self._wake:
-            if worked and not self._pending and not self._stopped:
-                self._wake.wait(self._idle_after_s)
-                if not self._pending and not self._stopped:
-                    return None
-            while not self._pending and not self._stopped:
-                self._wake.wait()
-            if self._stopped:
-                return None
-            _, job = self._pending.popitem(last=False)
-            self._running = job
-            return job
-
     def _loop(self) -> None:
-        worked = False  # a job ran since on_idle last did
         while True:
-            job = self._next(worked)
-            if job is None:
+            with self._wake:
+                while not self._pending and not self._stopped:
+                    self._wake.wait()
                 if self._stopped:
                     return
-                worked = False
-                if self._on_idle is not None:
-                    self._on_idle()
-                continue
-            worked = self._on_idle is not None
+                _, job = self._pending.popitem(last=False)
+                self._running = job
             try:
                 value = job.work(job.cancel)
             except Exception as err:  # the job's owner decides what an error means
