@@ -28,6 +28,19 @@ def tiny_engine(tiny_model_dir: Path):
 
 
 @pytest.fixture
+def own_engine(tiny_model_dir: Path):
+    """A one-thread engine no other test shares, for tests that change its head or read its caches
+    (the process's torch thread count restored after)."""
+    import torch
+
+    from engine import load_engine
+
+    before = torch.get_num_threads()
+    yield load_engine(str(tiny_model_dir), device="cpu", threads=1)
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def canvas_specs(monkeypatch: pytest.MonkeyPatch) -> list:
     """The canvas specs the local engine hands its sampler, in order (a spy: the sampler still runs)."""
     import engine.local_engine as local_engine

@@ -28,11 +28,9 @@ REQUEST = InfillRequest(
 
 
 @pytest.fixture
-def engine(tiny_model_dir):
+def engine(own_engine):
     """An engine of its own: the tests sharpen its head and read its prompt cache."""
-    before = torch.get_num_threads()
-    yield load_engine(str(tiny_model_dir), device="cpu", threads=1)
-    torch.set_num_threads(before)
+    return own_engine
 
 
 def teacher_forced(engine, request: InfillRequest, tokens: tuple[int, ...]) -> list[float]:

@@ -7,14 +7,13 @@ import time
 from dataclasses import replace
 
 import pytest
-import torch
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
 from dgemma_lsp.inline.planning import NEXT_TOKEN, prepare
 from dgemma_lsp.runtime.options import CompletionOptions, Options
-from engine import InfillRequest, load_engine
+from engine import InfillRequest
 from engine.autoregressive import decode_autoregressive
 
 REQUEST = InfillRequest(
@@ -24,11 +23,9 @@ REQUEST = InfillRequest(
 
 
 @pytest.fixture
-def engine(tiny_model_dir):
+def engine(own_engine):
     """An engine of its own: the tests read and spy on its prompt cache and sampler."""
-    before = torch.get_num_threads()
-    yield load_engine(str(tiny_model_dir), device="cpu", threads=1)
-    torch.set_num_threads(before)
+    return own_engine
 
 
 def greedy(engine, request: InfillRequest, tokens: int) -> list[int]:
