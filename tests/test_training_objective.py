@@ -13,7 +13,7 @@ from tests.tiny_model import FIXTURE
 from training.checkpoint import new_model
 from training.config import TrainConfig
 from training.data import Document, examples
-from training.objective import collate, losses, validate
+from training.objective import collate, losses, noise_rates, validate
 from training.shapes import shape_by_name
 from training.trainer import build_optimizer
 
@@ -59,3 +59,13 @@ def test_losses_on_a_fixed_batch_are_the_recorded_ones(tiny_model_dir, optimizer
     # another's (the same torch gave 5.72334 here and 5.72339 on the machine that recorded it).
     rel = 1e-4 if optimizer == "muon" else 1e-6
     assert same((t.item() for t in after), RECORDED[f"{optimizer} after one step"], rel)
+
+
+@pytest.mark.parametrize("power", [1.0, 2.0, 4.0])
+def test_noise_rates_lean_towards_low_rates_with_the_noise_power(power):
+    cfg = TrainConfig(min_noise=0.02, noise_power=power)
+    rates = noise_rates(cfg, 20_000, "cpu", torch.Generator().manual_seed(0))
+    assert rates.shape == (20_000, 1)
+    assert float(rates.min()) >= 0.02 - 1e-6 and float(rates.max()) <= 1.0
+    expected = 0.02 + 0.98 / (power + 1)  # the mean of u ** p over u uniform on [0, 1] is 1 / (p + 1)
+    assert abs(float(rates.mean()) - expected) < 0.01

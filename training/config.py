@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
     "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
+    "noise_power",
 }  # fmt: skip
 
 
@@ -23,6 +24,9 @@ class TrainConfig:
     ar_weight: float = 0.5
     self_conditioning_rate: float = 0.5
     min_noise: float = 0.02
+    # A canvas's noise rate is min_noise + (1 - min_noise) * u ** noise_power, u uniform: 1 trains every
+    # rate alike; above 1 leans towards the low rates of a draft's canvas and of late denoising steps.
+    noise_power: float = 1.0
     ema_decay: float = 0.999
     # Canvas positions after the middle's EOS (the EOS fill) weigh this much in the loss: at full
     # weight they are most of every canvas, and the model learned to answer EOS first (2026-12-02).

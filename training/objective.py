@@ -100,7 +100,7 @@ def losses(
     target = batch.target.to(device)  # [B, C]
     rate = noise_rate
     if rate is None:
-        rate = torch.empty(target.shape[0], 1, device=device).uniform_(cfg.min_noise, 1.0, generator=gen)
+        rate = noise_rates(cfg, target.shape[0], device, gen)
     start = target if batch.draft is None else batch.draft.to(device)  # a draft: what to keep or fix
     noised = torch.where(
         torch.rand(target.shape, device=device, generator=gen) < rate,
@@ -123,6 +123,12 @@ def losses(
     weights = canvas_weights(target, text.eos_token_id, cfg.eos_tail_weight)
     diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
     return diffusion_loss, ar_loss
+
+
+def noise_rates(cfg: TrainConfig, rows: int, device: str, gen: torch.Generator) -> torch.Tensor:
+    """Each canvas's share of noised positions ([rows, 1]): min_noise + (1 - min_noise) * u ** noise_power."""
+    drawn = torch.rand(rows, 1, device=device, generator=gen) ** cfg.noise_power
+    return cfg.min_noise + (1.0 - cfg.min_noise) * drawn
 
 
 def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.Tensor:
