@@ -46,11 +46,12 @@ class InfillRequest:
     sticky_seed: bool = True
     # Text fixed at the END of the canvas (the start of the suffix): the middle is written to join it.
     anchor: str = ""
-    # Guesses of the middle (from the code around it): each seeds a canvas row of its own, in the same
-    # batch as the n_candidates fresh-noise rows, sticky (kept until the model accepts a replacement
-    # with confidence), so a right draft settles in a step or two and a wrong one is rewritten where
-    # the model is sure. `draft_noise`: a share of each draft renoised first (left to the model); off
-    # by default, as the bundled model rewrote right drafts into wrong ones (README, "Drafts").
+    # Guesses of the middle (from the code around it): each seeds a canvas row of its own, sticky (kept
+    # until the model accepts a replacement with confidence), so a right draft settles in a step or two
+    # and a wrong one is rewritten where the model is sure. Drafts take the n_candidates places first;
+    # fresh-noise rows fill those they leave, all in one batch. `draft_noise`: a share of each draft
+    # renoised first (left to the model); off by default, as the bundled model rewrote right drafts
+    # into wrong ones (README, "Drafts").
     drafts: tuple[str, ...] = ()
     draft_noise: float = 0.0
     # With no drafts (and no seed), the engine writes one itself before the canvas: greedily, with the

@@ -112,7 +112,9 @@ class LocalEngine:
             forward_ms += (time.perf_counter() - prefilled) * 1000
             if written.tokens:
                 drafts = [written.tokens]
-        n = len(drafts) + request.n_candidates  # rows: the drafts first, then fresh noise
+        # Rows: the drafts take the candidate places first, fresh noise fills those they leave (a noise
+        # row beside a draft was seldom the right answer and cost a third of every step).
+        n = len(drafts) + max(0, request.n_candidates - len(drafts))
         cache = self.prompt_cache.working_cache(n)
         rows = [_Row() for _ in range(n)]
         reason: StopReason = "max_tokens"

@@ -108,16 +108,16 @@ def test_drafts_come_only_from_the_documents_given():
 # ---- the engine's draft rows -----------------------------------------------------------------
 
 
-def test_draft_rows_are_seeded_sticky_and_batched_with_a_fresh_row(tiny_engine, canvas_specs):
+def test_draft_rows_are_seeded_sticky_and_take_the_places_before_fresh_rows(tiny_engine, canvas_specs):
     seen = canvas_specs
     drafts = ("total + 1", "count(items)")
     request = InfillRequest(
         prefix="x = ", suffix=")\n", language="python", max_new_tokens=16, drafts=drafts,
-        draft_noise=0.0, anchor=")", max_steps=2,
+        draft_noise=0.0, anchor=")", max_steps=2, n_candidates=3,
     )  # fmt: skip
     result = tiny_engine.infill(request)
     spec = seen[0]
-    assert spec.init.shape[0] == 3  # two draft rows and one fresh-noise row, in one batch
+    assert spec.init.shape[0] == 3  # two draft rows and one fresh-noise row for the third place, one batch
     eos = min(tiny_engine.format.eos_ids)
     for row, draft in enumerate(drafts):
         tokens = tiny_engine.format.encode(draft) + [eos]
@@ -131,6 +131,7 @@ def test_draft_rows_are_seeded_sticky_and_batched_with_a_fresh_row(tiny_engine, 
     first = len(seen)
     renoised = tiny_engine.infill(InfillRequest(prefix="x = ", drafts=drafts, draft_noise=1.0, max_steps=1))
     assert renoised.candidates and not bool(seen[first].sticky.any())  # all renoised: nothing sticky
+    assert seen[first].init.shape[0] == 2  # one candidate asked for: the two drafts, no noise row
 
 
 def test_a_seed_canvas_and_drafts_exclude_each_other():

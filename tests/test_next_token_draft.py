@@ -36,17 +36,20 @@ def greedy(engine, request: InfillRequest, tokens: int) -> list[int]:
     return ids
 
 
-def test_without_drafts_the_greedy_answer_seeds_a_sticky_row_beside_the_fresh_one(engine, canvas_specs):
+def test_without_drafts_the_greedy_answer_seeds_the_one_sticky_row(engine, canvas_specs):
     room = min(REQUEST.max_new_tokens, 16)  # the first canvas: 16 tokens for 12 new ones
     expected = greedy(engine, REQUEST, room)
     result = engine.infill(REQUEST)
     spec = canvas_specs[0]
-    assert spec.init.shape[0] == 2  # the next-token draft's row, then the fresh-noise row
+    assert spec.init.shape[0] == 1  # the next-token draft's row takes the one candidate place
     eos = min(engine.format.eos_ids)
     seeded = (expected + [eos])[: spec.init.shape[1]]
     assert spec.init[0, : len(seeded)].tolist() == seeded
-    assert bool(spec.sticky[0, : len(seeded)].all()) and not bool(spec.sticky[1].any())
-    assert {c.draft for c in result.candidates} <= {0, None}
+    assert bool(spec.sticky[0, : len(seeded)].all())
+    assert {c.draft for c in result.candidates} == {0}
+    two = engine.infill(replace(REQUEST, n_candidates=2))
+    assert canvas_specs[-1].init.shape[0] == 2 and not bool(canvas_specs[-1].sticky[1].any())  # + a noise row
+    assert {c.draft for c in two.candidates} <= {0, None}
     # The draft's forwards are counted apart from the canvas's steps: one per greedy token written.
     assert result.draft_forwards == len(expected) + (len(expected) < room) and result.steps >= 1
 
@@ -65,7 +68,7 @@ def test_the_prompt_cache_holds_the_prompt_alone_after_the_draft(engine, canvas_
 
 def test_drafts_from_the_code_or_a_seed_leave_the_next_token_head_out(engine, canvas_specs):
     engine.infill(replace(REQUEST, drafts=("a + b",)))
-    assert canvas_specs[-1].init.shape[0] == 2  # the code's draft and the fresh row: no third
+    assert canvas_specs[-1].init.shape[0] == 1  # the code's draft alone: no next-token row, no noise row
     assert canvas_specs[-1].init[0, :3].tolist() == engine.format.encode("a + b")[:3]
     engine.infill(replace(REQUEST, seed_canvas="a + b", max_new_tokens=8))
     assert canvas_specs[-1].init.shape[0] == 1
@@ -77,7 +80,7 @@ def test_the_draft_takes_half_the_time_left_and_the_canvas_still_runs(engine, ca
     # A deadline already passed: the draft stops after its first token, and the canvas gets its step.
     result = engine.infill(replace(REQUEST, deadline=time.monotonic(), max_steps=4))
     spec = canvas_specs[0]
-    assert spec.init.shape[0] == 2
+    assert spec.init.shape[0] == 1  # the draft row alone
     assert bool(spec.sticky[0, :1].all()) and not bool(spec.sticky[0, 2:].any())  # 1 token + EOS
     assert (result.draft_forwards, result.steps) == (1, 1) and result.candidates  # one of each, an answer
 
@@ -86,7 +89,8 @@ def test_the_pipeline_names_a_next_token_row_and_the_option_turns_it_off(engine)
     text = "def add(a, b):\n    return \n"
     opened = standalone(text, "python", LanguageRegistry())
     cursor = len("def add(a, b):\n    return ")
-    budget = CompletionOptions(latency_budget_ms=0, max_steps=2, min_mean_confidence_percent=0)
+    # Two candidates: the next-token row and a noise row, so the tiny model's answer has two chances.
+    budget = CompletionOptions(latency_budget_ms=0, max_steps=2, min_mean_confidence_percent=0, candidates=2)
     options = Options(completion=budget)
     plan = prepare(opened.snapshot(), cursor, options, engine, time.monotonic())
     assert plan.request.next_token_draft and not plan.request.drafts  # nothing to copy in this file
