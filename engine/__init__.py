@@ -1,7 +1,7 @@
 """The DiffusionGemma engine: loading, prompts, the prompt cache and the infill sampler.
 
-It knows nothing of LSP, documents or editors. Importing it is cheap: torch and transformers load
-with the first `load_engine` call.
+It knows nothing of LSP, documents or editors. Importing it is cheap: torch (and transformers, where
+a checkpoint needs it) load with the first `load_engine` call.
 """
 
 from engine.api import (

@@ -14,18 +14,20 @@ from engine.forward import decoder_masks, denoise_logits, encode, lm_logits, new
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache
 
+    from engine.kv_cache import KVCache
+
 # One denoising step of a canvas: (tokens [B, C], previous step's logits or None) -> logits [B, C, V].
 DecoderStep = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
 
 class Backbone(Protocol):
-    text_config: Any  # the checkpoint's DiffusionGemmaTextConfig
+    text_config: Any  # the checkpoint's DiffusionGemmaTextConfig, or the FusedConfig resolved from it
     canvas_length: int  # the canvas the model was made for (a request may use a shorter one)
     device: torch.device
     parameter_count: int  # the model's parameters (tied ones once), as transformers counts them
 
-    def new_cache(self) -> DynamicCache:
-        """An empty cache for the encoder's keys and values."""
+    def new_cache(self) -> DynamicCache | KVCache:
+        """An empty cache for the encoder's keys and values (transformers', or the fused layers' own)."""
         ...
 
     def encode(self, ids: torch.Tensor, cache: Cache) -> torch.Tensor:

@@ -25,10 +25,12 @@ import torch
 import torch.nn.functional as F
 
 from engine.forward import softcap_
+from engine.fused_config import FusedConfig
+from engine.kv_cache import KVCache
 from engine.rotary import RotaryTables, unsupported_rope
 
 if TYPE_CHECKING:
-    from transformers import Cache, DynamicCache
+    from transformers import Cache
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -52,6 +54,11 @@ def unsupported_reason(text: Any, tied: bool = True, device: torch.device | str 
         return "a bidirectional encoder"
     if getattr(text, "enable_moe_block", True) is False:
         return "no MoE block"
+    if getattr(text, "kv_sharing_modes", None):
+        return "keys and values shared between layers"
+    kinds = set(text.layer_types[: text.num_hidden_layers]) - {"full_attention", "sliding_attention"}
+    if kinds:
+        return f"layer types {', '.join(sorted(kinds))}"
     return unsupported_rope(text)
 
 
@@ -373,12 +380,14 @@ class FusedModel:
         tied: bool = True,
     ) -> None:
         """`weights`: the checkpoint's tensors by name (those under `checkpoint_weights.TEXT_PREFIXES`
-        are read), in the dtype to compute in; `text`: its DiffusionGemmaTextConfig; `parameter_count`:
+        are read), in the dtype to compute in; `text`: its FusedConfig (or the DiffusionGemmaTextConfig
+        it is resolved from); `parameter_count`:
         the whole model's, as transformers counts them; `tied`: the top config's tie_word_embeddings."""
         embedding = weights["model.decoder.embed_tokens.weight"]  # [V, H], tied with the head
         reason = unsupported_reason(text, tied, embedding.device)
         if reason:
             raise ValueError(f"the fused layers do not support this model: {reason}")
+        text = text if isinstance(text, FusedConfig) else FusedConfig.of(text)
         self.text_config = text
         self.canvas_length = canvas_length
         self.parameter_count = parameter_count
@@ -394,7 +403,7 @@ class FusedModel:
         self.sc_post_norm = _Norm(None, text.rms_norm_eps)
         self.sc_gate_up = _GatedLinear(weights[sc + "gate_proj.weight"], weights[sc + "up_proj.weight"])
         self.sc_down = _Linear(weights[sc + "down_proj.weight"])
-        self.rotary = RotaryTables(text, self.device)
+        self.rotary = RotaryTables(text.rotary, self.device)
         layer_types = text.layer_types[: text.num_hidden_layers]
         self.layers = [_Layer(weights, index, kind, text) for index, kind in enumerate(layer_types)]
         self.final_norm = _Norm(weights["model.decoder.norm.weight"], text.rms_norm_eps)
@@ -414,10 +423,8 @@ class FusedModel:
             config.tie_word_embeddings,
         )
 
-    def new_cache(self) -> DynamicCache:
-        from transformers import DynamicCache
-
-        return DynamicCache(config=self.text_config)
+    def new_cache(self) -> KVCache:
+        return KVCache(list(self.text_config.cache_windows))
 
     def canvas_step(self, cache: Cache, canvas: torch.Tensor, positions: torch.Tensor) -> CanvasStep:
         """The decoder's step over canvases shaped like `canvas` ([B, C]) at `positions` ([1, C])."""

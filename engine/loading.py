@@ -153,8 +153,8 @@ def load_engine(spec: str = "default", device: str = "auto", threads: int | None
 
 
 def import_model_libraries() -> None:
-    """What loading a checkpoint on a CPU imports: torch, the engine, transformers' config and cache
-    classes (not its modeling module: the fused layers run the model there)."""
+    """What loading a checkpoint on a CPU imports: torch and the engine's fused layers; transformers
+    only where a checkpoint has no fused_config.json beside its weights (its config classes then)."""
     import importlib
 
     for module in _CPU_LOADING_MODULES:
@@ -164,9 +164,6 @@ def import_model_libraries() -> None:
 _CPU_LOADING_MODULES = (
     "torch",
     "safetensors.torch",
-    "transformers.cache_utils",
-    "transformers.models.diffusion_gemma.configuration_diffusion_gemma",
-    "transformers.modeling_rope_utils",  # proportional rope tables (engine.rotary)
     "engine.local_engine",
     "engine.fused_model",
     "engine.checkpoint_weights",
@@ -177,6 +174,7 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
     import torch
     from safetensors import SafetensorError
 
+    from engine import fused_config
     from engine.backbone import Backbone, ModuleBackbone
     from engine.fused_model import unsupported_reason
     from engine.local_engine import LocalEngine
@@ -188,7 +186,8 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         bound_kernel_caches()
     prompt_format = _prompt_format(folder)
     try:
-        text = text_config(config)
+        # The config the fused layers need, saved beside the weights at export; else transformers reads it.
+        text = fused_config.read(folder) or text_config(config)
         tied = bool(config.get("tie_word_embeddings", True))
         reason = unsupported_reason(text, tied, device)
         if reason is None:

@@ -33,24 +33,37 @@ def _default_inverse_frequencies(config: Any, layer_type: str) -> torch.Tensor:
     return 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
 
 
+def inverse_frequencies(text_config: Any) -> dict[str, tuple[torch.Tensor, float]]:
+    """Per layer type of a transformers text config: the inverse frequencies and attention scaling."""
+    reason = unsupported_rope(text_config)
+    if reason:
+        raise ValueError(f"unsupported rotary embedding: {reason}")
+    frequencies: dict[str, tuple[torch.Tensor, float]] = {}
+    for layer_type in sorted(set(text_config.layer_types)):
+        rope_type = text_config.rope_parameters[layer_type]["rope_type"]
+        config = text_config.per_layer_config[layer_type]
+        if rope_type == "default":
+            inverse, scaling = _default_inverse_frequencies(config, layer_type), 1.0
+        else:
+            from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+            inverse, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, None, layer_type=layer_type)
+        frequencies[layer_type] = (inverse.float(), scaling)
+    return frequencies
+
+
 class RotaryTables:
-    """cos and sin at given positions for each layer type of a text config."""
+    """cos and sin at given positions for each layer type, from `FusedConfig.rotary`."""
 
-    def __init__(self, text_config: Any, device: torch.device | str = "cpu") -> None:
-        reason = unsupported_rope(text_config)
-        if reason:
-            raise ValueError(f"unsupported rotary embedding: {reason}")
-        self.frequencies: dict[str, tuple[torch.Tensor, float]] = {}
-        for layer_type in sorted(set(text_config.layer_types)):
-            rope_type = text_config.rope_parameters[layer_type]["rope_type"]
-            config = text_config.per_layer_config[layer_type]
-            if rope_type == "default":
-                inverse, scaling = _default_inverse_frequencies(config, layer_type), 1.0
-            else:
-                from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-                inverse, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, None, layer_type=layer_type)
-            self.frequencies[layer_type] = (inverse.to(device=device, dtype=torch.float), scaling)
+    def __init__(
+        self, rotary: dict[str, tuple[tuple[float, ...], float]], device: torch.device | str = "cpu"
+    ) -> None:
+        if not rotary:
+            raise ValueError("unsupported rotary embedding: no frequencies resolved for it")
+        self.frequencies = {
+            kind: (torch.tensor(inverse, dtype=torch.float, device=device), scaling)
+            for kind, (inverse, scaling) in rotary.items()
+        }
 
     def __call__(self, positions: torch.Tensor, layer_type: str, dtype: torch.dtype):
         """cos and sin at `positions` ([B, T]) -> two [B, T, D] tensors in `dtype`."""

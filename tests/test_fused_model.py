@@ -23,7 +23,7 @@ from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_model import FusedModel, unsupported_reason
 from engine.loading import text_config
-from engine.rotary import RotaryTables
+from engine.rotary import RotaryTables, inverse_frequencies
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
 
@@ -133,7 +133,8 @@ def compare_prefill(
     first = torch.randint(2, vocab, (1, prompt), generator=g)
     more = torch.randint(2, vocab, (rows, extension), generator=g)
     backbones = {"reference": ModuleBackbone(model), "fused": fused or FusedModel.of_module(model)}
-    caches = {"reference": new_cache(model), "fused": new_cache(model)}
+    # Each arm with its own cache: transformers' DynamicCache, and the engine's KVCache the server uses.
+    caches = {"reference": new_cache(model), "fused": backbones["fused"].new_cache()}
     with torch.inference_mode():
         hidden = {name: [backbones[name].encode(first, cache)] for name, cache in caches.items()}
         for name, cache in caches.items():
@@ -193,7 +194,9 @@ def test_rotary_tables_are_the_models_own():
     for model in (released_shape(), bundled):
         text = model.config.get_text_config()
         dtype = model.model.decoder.embed_tokens.weight.dtype
-        ours = RotaryTables(text)
+        frequencies = inverse_frequencies(text).items()
+        resolved = {kind: (tuple(inv.tolist()), scale) for kind, (inv, scale) in frequencies}
+        ours = RotaryTables(resolved)  # as fused_config.json holds them: through Python floats
         positions = torch.arange(0, 3000, 7)[None]
         probe = torch.empty(0, dtype=dtype)
         for layer_type in set(text.layer_types):
@@ -229,15 +232,30 @@ def test_the_fused_layers_built_from_a_checkpoints_files_compute_what_transforme
         assert (fused.canvas_step(cache, tokens, positions)(tokens, None) - want).abs().max() <= 1e-4
 
 
-def test_loading_the_bundled_model_on_a_cpu_imports_no_transformers_model_code():
-    # Importing the model class, or the whole config (whose Gemma 4 vision half pulls in activations and
-    # model loading), is most of a server's start; the fused layers need the text config class only.
+def loaded_modules(folder: str) -> set[str]:
+    """The modules a fresh process has imported once it has loaded `folder` on a CPU and completed once."""
     script = (
-        "import json, sys; from engine.loading import load_engine; load_engine('default', device='cpu'); "
+        "import json, sys; from engine.loading import load_engine; from engine import InfillRequest; "
+        f"load_engine({folder!r}, device='cpu').infill(InfillRequest(prefix='x = ', max_new_tokens=4)); "
         "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    modules = set(json.loads(out.stdout.splitlines()[-1]))
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_loading_the_bundled_model_on_a_cpu_imports_no_transformers():
+    # transformers' import is about a second of a server's start: with the fused config saved beside
+    # the weights, neither its config classes nor its cache are needed.
+    assert not {m for m in loaded_modules("default") if m.split(".")[0] == "transformers"}
+
+
+def test_without_a_fused_config_the_text_config_class_alone_is_imported(tmp_path):
+    # Importing the model class, or the whole config (whose Gemma 4 vision half pulls in activations and
+    # model loading), would cost more still; a checkpoint without fused_config.json needs the text config.
+    for item in BUNDLED.iterdir():
+        if item.name != "fused_config.json":
+            (tmp_path / item.name).symlink_to(item)
+    modules = loaded_modules(str(tmp_path))
     assert "transformers.models.diffusion_gemma.configuration_diffusion_gemma" in modules
     slow = {"transformers.models.diffusion_gemma.modeling_diffusion_gemma", "transformers.activations",
             "transformers.models.gemma4.configuration_gemma4", "transformers.core_model_loading"}  # fmt: skip

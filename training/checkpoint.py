@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -12,6 +13,8 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
     EntropyBoundSamplerConfig,
 )
 
+from engine import fused_config
+from engine.loading import text_config
 from engine.sampler import SamplerSettings
 from engine.tokenizer import BOI, BOS, EOI, EOS, IMAGE, PAD
 from training.shapes import ModelShape, diffusion_gemma_config
@@ -58,6 +61,9 @@ def save_checkpoint(
     to_save = model if dtype is None else cast_copy(model, dtype)
     to_save.save_pretrained(folder, safe_serialization=True, max_shard_size="15MB")
     tokenizer.save(str(folder / "tokenizer.json"))
+    # What the fused layers read, resolved now from the config.json just written: a CPU server then
+    # loads the folder without importing transformers.
+    fused_config.write(folder, text_config(json.loads((folder / "config.json").read_text())))
     return folder
 
 
