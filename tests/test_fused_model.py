@@ -78,9 +78,12 @@ def assert_rounds_like_transformers(ours: torch.Tensor, theirs: torch.Tensor, ex
     """In bf16 the fused layers round in other places than transformers' modules (oneDNN applies the gelu
     and the gate's product to fp32 sums, the experts' routing weights scale their hidden units before one
     matmul), so both are held to the fp32 arithmetic of the same weights: ours strays from it no more
-    than transformers' own bf16 does (mean absolute error, within 25%)."""
-    theirs_error = (theirs.float() - exact).abs().mean()
-    assert (ours.float() - exact).abs().mean() <= 1.25 * theirs_error
+    than transformers' own bf16 does (within 25%). Measured as the median over positions of each
+    position's mean absolute error: where the router's top two experts are nearly tied, either
+    implementation's rounding can flip the choice at a position and move its logits by ~1 (both did, on
+    different prompts of the step-16,639 model), which a mean over all positions would count as rounding."""
+    theirs_error = (theirs.float() - exact).abs().mean(dim=-1).median()
+    assert (ours.float() - exact).abs().mean(dim=-1).median() <= 1.25 * theirs_error
     assert theirs_error > 0  # bf16 did round: the comparison measured something
 
 
