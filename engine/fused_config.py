@@ -18,7 +18,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 FILE = "fused_config.json"
-FORMAT = 1
+FORMAT = 2  # 2: the cache windows derived from the layer types, no longer saved
 
 
 @dataclass(frozen=True)
@@ -40,19 +40,20 @@ class FusedConfig:
     rope_parameters: dict[str, Any]  # per layer type, as transformers resolved them
     # Per layer type: the rotary inverse frequencies and attention scaling (empty: a rope it cannot hold).
     rotary: dict[str, tuple[tuple[float, ...], float]]
-    # Per layer: its sliding window as the KV cache keeps it, None for full attention.
-    cache_windows: tuple[int | None, ...]
+
+    @property
+    def cache_windows(self) -> tuple[int | None, ...]:
+        """Per layer: its sliding window as the KV cache keeps it, None for full attention."""
+        return tuple(
+            self.sliding_window if kind == "sliding_attention" else None
+            for kind in self.layer_types[: self.num_hidden_layers]
+        )
 
     @classmethod
     def of(cls, text: Any) -> FusedConfig:
         """From a transformers text config (DiffusionGemmaTextConfig)."""
         from engine.rotary import inverse_frequencies, unsupported_rope
 
-        layer_types = tuple(text.layer_types)
-        windows = tuple(
-            text.sliding_window if kind == "sliding_attention" else None
-            for kind in layer_types[: text.num_hidden_layers]
-        )
         rotary = {}
         if unsupported_rope(text) is None:
             rotary = {
@@ -66,7 +67,7 @@ class FusedConfig:
             final_logit_softcapping=text.final_logit_softcapping,
             top_k_experts=text.top_k_experts,
             num_hidden_layers=text.num_hidden_layers,
-            layer_types=layer_types,
+            layer_types=tuple(text.layer_types),
             sliding_window=getattr(text, "sliding_window", None),
             vocab_size=text.vocab_size,
             tie_word_embeddings=getattr(text, "tie_word_embeddings", True),
@@ -76,7 +77,6 @@ class FusedConfig:
             enable_moe_block=getattr(text, "enable_moe_block", True),
             rope_parameters=json.loads(json.dumps(text.rope_parameters)),
             rotary=rotary,
-            cache_windows=windows,
         )
 
     @classmethod
@@ -88,7 +88,6 @@ class FusedConfig:
             **data
             | {
                 "layer_types": tuple(data["layer_types"]),
-                "cache_windows": tuple(data["cache_windows"]),
                 "rotary": {kind: (tuple(inv), float(scale)) for kind, (inv, scale) in data["rotary"].items()},
             }
         )

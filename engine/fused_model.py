@@ -407,7 +407,7 @@ class FusedModel:
         layer_types = text.layer_types[: text.num_hidden_layers]
         self.layers = [_Layer(weights, index, kind, text) for index, kind in enumerate(layer_types)]
         self.final_norm = _Norm(weights["model.decoder.norm.weight"], text.rms_norm_eps)
-        self.sliding_window = int(getattr(text, "sliding_window", 0) or 0)
+        self.sliding_window = text.sliding_window or 0
 
     @classmethod
     def of_module(cls, model: torch.nn.Module) -> FusedModel:

@@ -114,7 +114,7 @@ class LocalEngine:
                 drafts = [written.tokens]
         # Rows: the drafts take the candidate places first, fresh noise fills those they leave (a noise
         # row beside a draft was seldom the right answer and cost a third of every step).
-        n = len(drafts) + max(0, request.n_candidates - len(drafts))
+        n = max(len(drafts), request.n_candidates)
         cache = self.prompt_cache.working_cache(n)
         rows = [_Row() for _ in range(n)]
         reason: StopReason = "max_tokens"

@@ -21,9 +21,10 @@ from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 from engine.backbone import ModuleBackbone, backbone_of
 from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
+from engine.fused_config import FusedConfig
 from engine.fused_model import FusedModel, unsupported_reason
 from engine.loading import text_config
-from engine.rotary import RotaryTables, inverse_frequencies
+from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
 
@@ -197,9 +198,7 @@ def test_rotary_tables_are_the_models_own():
     for model in (released_shape(), bundled):
         text = model.config.get_text_config()
         dtype = model.model.decoder.embed_tokens.weight.dtype
-        frequencies = inverse_frequencies(text).items()
-        resolved = {kind: (tuple(inv.tolist()), scale) for kind, (inv, scale) in frequencies}
-        ours = RotaryTables(resolved)  # as fused_config.json holds them: through Python floats
+        ours = RotaryTables(FusedConfig.of(text).rotary)  # as fused_config.json holds them: Python floats
         positions = torch.arange(0, 3000, 7)[None]
         probe = torch.empty(0, dtype=dtype)
         for layer_type in set(text.layer_types):
