@@ -190,7 +190,11 @@ def format_table(report) -> str:
             lines.append(
                 f"speed on the {speed.rows} rows where both wrote {span}: diffusion "
                 f"{_cell(speed.diffusion_tokens_per_s, '.1f')} tok/s, autoregressive "
-                f"{_cell(speed.autoregressive_tokens_per_s, '.1f')} tok/s, ratio {_cell(speed.ratio, '.2f')}x"
+                f"{_cell(speed.autoregressive_tokens_per_s, '.1f')} tok/s, ratio "
+                f"{_cell(speed.ratio, '.2f')}x; after the prompt's prefill (the same for both): diffusion "
+                f"{_cell(speed.diffusion_decode_tokens_per_s, '.1f')} tok/s, autoregressive "
+                f"{_cell(speed.autoregressive_decode_tokens_per_s, '.1f')} tok/s, ratio "
+                f"{_cell(speed.decode_ratio, '.2f')}x"
             )
         else:
             lines.append(f"speed: no row where both decoders wrote {span}")

@@ -91,6 +91,7 @@ class Scored:
     tokens_per_forward: float
     latency_ms: float  # the whole pipeline, as the editor waits for it
     engine_ms: float
+    prefill_ms: float = 0.0  # of engine_ms: encoding the prompt, the same work for every decoder
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,10 @@ class SpeedComparison:
     diffusion_tokens_per_s: float | None
     autoregressive_tokens_per_s: float | None
     ratio: float | None  # diffusion tokens/s over autoregressive tokens/s
+    # The same after the prompt's prefill, which both decoders pay alike: the decoders' own speed
+    diffusion_decode_tokens_per_s: float | None = None
+    autoregressive_decode_tokens_per_s: float | None = None
+    decode_ratio: float | None = None
 
 
 @dataclass
@@ -202,6 +207,7 @@ def score_row(
         tokens_per_forward=result.tokens_per_forward,
         latency_ms=latency_ms,
         engine_ms=result.timings.total_ms,
+        prefill_ms=result.timings.prefill_ms,
     )
 
 
@@ -316,11 +322,18 @@ def compare_speed(rows: Sequence[RowResult]) -> SpeedComparison:
         if all(low <= row.completions[name].tokens <= high for name in (DIFFUSION, AUTOREGRESSIVE))
     ]
 
-    def tokens_per_s(done: list[Scored]) -> float | None:
-        seconds = sum(c.engine_ms for c in done) / 1000
+    def tokens_per_s(done: list[Scored], decode_only: bool = False) -> float | None:
+        seconds = sum(c.engine_ms - (c.prefill_ms if decode_only else 0.0) for c in done) / 1000
         return sum(c.tokens for c in done) / seconds if seconds > 0 else None
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a and b else None
 
     diffusion = tokens_per_s([d for d, _ in pairs])
     autoregressive = tokens_per_s([a for _, a in pairs])
-    ratio = diffusion / autoregressive if diffusion and autoregressive else None
-    return SpeedComparison(len(pairs), low, high, diffusion, autoregressive, ratio)
+    diffusion_decode = tokens_per_s([d for d, _ in pairs], decode_only=True)
+    autoregressive_decode = tokens_per_s([a for _, a in pairs], decode_only=True)
+    return SpeedComparison(
+        len(pairs), low, high, diffusion, autoregressive, ratio(diffusion, autoregressive),
+        diffusion_decode, autoregressive_decode, ratio(diffusion_decode, autoregressive_decode),
+    )  # fmt: skip

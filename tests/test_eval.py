@@ -277,7 +277,7 @@ def test_ar_decoding_with_the_kv_cache_matches_recomputing_everything(tiny_model
 COMPLETION_KEYS = {
     "text", "offered", "origin", "mode", "tokens", "stop_reason", "exact", "edit_similarity", "passed",
     "execution",
-    "steps", "draft_forwards", "tokens_per_forward", "latency_ms", "engine_ms",
+    "steps", "draft_forwards", "tokens_per_forward", "latency_ms", "engine_ms", "prefill_ms",
 }  # fmt: skip
 
 
@@ -322,11 +322,16 @@ def test_eval_end_to_end_compare_ar(tiny_model_dir, tmp_path, one_thread, capsys
         assert ar["stop_reason"] in ("eos", "max_tokens") and ar["tokens"] <= 96
         ended = ar["stop_reason"] == "eos"
         assert ar["steps"] == ar["tokens"] + ended
+        assert all(0 < c["prefill_ms"] < c["engine_ms"] for c in (diffusion, ar))
     speed = report["speed"]
     assert set(speed) == {
         "rows", "min_tokens", "max_tokens", "diffusion_tokens_per_s", "autoregressive_tokens_per_s", "ratio",
+        "diffusion_decode_tokens_per_s", "autoregressive_decode_tokens_per_s", "decode_ratio",
     }  # fmt: skip
     assert (speed["min_tokens"], speed["max_tokens"]) == (4, 64)
     if speed["rows"]:
         ratio = speed["diffusion_tokens_per_s"] / speed["autoregressive_tokens_per_s"]
         assert speed["ratio"] == pytest.approx(ratio)
+        # Without the prefill each decoder is faster than with it, by its rows' own prefill time
+        assert speed["diffusion_decode_tokens_per_s"] > speed["diffusion_tokens_per_s"]
+        assert speed["autoregressive_decode_tokens_per_s"] > speed["autoregressive_tokens_per_s"]

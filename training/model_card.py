@@ -157,6 +157,11 @@ def eval_section(runs: list[dict], paths: list[str]) -> str:
                 f"{speed['autoregressive_tokens_per_s']:.1f} ({speed['rows']} rows with "
                 f"{speed.get('min_tokens', 16)}-{speed.get('max_tokens', 64)} token "
                 f"completions): {speed['ratio']:.2f}x"
+                + (
+                    f"; after the prompt's prefill: {speed['decode_ratio']:.2f}x"
+                    if speed.get("decode_ratio") is not None
+                    else ""
+                )
             )
         commands.append(
             f"- `{run.get('command', 'dgemma-lsp eval ' + run['benchmark'])}` -> `{Path(path).name}`"
