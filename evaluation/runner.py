@@ -91,7 +91,7 @@ class Scored:
     tokens_per_forward: float
     latency_ms: float  # the whole pipeline, as the editor waits for it
     engine_ms: float
-    prefill_ms: float = 0.0  # of engine_ms: encoding the prompt, the same work for every decoder
+    prefill_ms: float  # of engine_ms: encoding the prompt, the same work for every decoder
 
 
 @dataclass(frozen=True)
@@ -132,9 +132,9 @@ class SpeedComparison:
     autoregressive_tokens_per_s: float | None
     ratio: float | None  # diffusion tokens/s over autoregressive tokens/s
     # The same after the prompt's prefill, which both decoders pay alike: the decoders' own speed
-    diffusion_decode_tokens_per_s: float | None = None
-    autoregressive_decode_tokens_per_s: float | None = None
-    decode_ratio: float | None = None
+    diffusion_decode_tokens_per_s: float | None
+    autoregressive_decode_tokens_per_s: float | None
+    decode_ratio: float | None
 
 
 @dataclass
@@ -236,6 +236,7 @@ def score_copy(item: Item, benchmark: Benchmark, eval_options: EvalOptions) -> S
         tokens_per_forward=0.0,
         latency_ms=latency_ms,
         engine_ms=0.0,
+        prefill_ms=0.0,
     )
 
 

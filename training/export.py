@@ -42,5 +42,5 @@ def export(run: Run, out: Path, raw: bool = False, dtype: str = "bf16") -> None:
 
 def shipped_sampler_settings() -> SamplerSettings:
     """Sampler defaults written into an exported model's generation config: few steps for CPU latency
-    (through the server's pipeline 4 steps scored as 8 did; the campaign's notes have the figures)."""
+    (through the server's pipeline 4 steps scored as 8 did; engine/default's model card has the figures)."""
     return SamplerSettings(max_steps=4, entropy_bound=0.1, t_max=0.6, t_min=0.2)
