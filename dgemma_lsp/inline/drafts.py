@@ -62,9 +62,11 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
     if context.code_above is None:
         return ""
     row, indent = context.code_above
-    if indent > column and context.indent_below > column:
-        # Inside a deeper block, a statement at `column` would cut it in two (a whole line cut out of a
-        # function's body leaves the cursor at column 0: the template there was the function's signature).
+    if indent > column and (context.indent_below > column or row == context.line - 1):
+        # The cursor is still in the deeper block above: its body goes on below, or the cursor's line
+        # follows the block's last line with no blank line between (where a body line is being written
+        # before the editor indents it). The statement at `column` there is the block itself: its
+        # header as a template would redefine it (a function's signature again) or split it.
         return ""
     statement = _statement_at(tree, row, indent, column)
     data = text.encode("utf-8")
