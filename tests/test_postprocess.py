@@ -1,4 +1,4 @@
-"""Post-processing of model text: scope, suffix repeats, brackets, empties."""
+"""Post-processing of model text: scope, loops, suffix repeats, brackets, empties."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dgemma_lsp.inline.postprocess import (
     Shape,
     balance_brackets,
     cut_suffix_repeat,
+    is_looping,
     keep_to_scope,
     postprocess,
 )
@@ -80,3 +81,31 @@ def test_control_characters_and_broken_bytes_end_the_completion():
     assert postprocess("\ufffd\ufffdvalue = 1\ufffdx", single()) == "value = 1"
     assert postprocess("\x0c", single()) is None
     assert postprocess("a\tb", single()) == "a\tb"  # tabs are code
+
+
+def test_a_completion_that_went_round_a_loop_is_not_offered():
+    # What the bundled model wrote on the held-out and SantaCoder rows (none of them close to right).
+    for looped in (
+        "namenamenamenamenamenamename",
+        "i = i * i * i * i * i * i * i * i * i",
+        "process(f1, f2, f2, f2, f2, f2, f2)",
+        "max_num = 0\n    max_num = 0\n    max_num = 0\n    max_num = 0\n    max_num = 0",
+        "_Executor, _Executor, _Executor, _Executor, _Executor",
+    ):
+        assert is_looping(looped), looped
+        assert postprocess(looped, multi(min_indent=0)) is None
+    # Repetition that code is made of: no word in the repeated piece, or only literals, or too short.
+    for code in (
+        "[0, 0, 0, 0, 0, 0, 0, 0]",
+        "b'\\x00\\x00\\x00\\x00\\x00\\x00'",
+        "0x00, 0x00, 0x00, 0x00, 0x00",
+        "mask = 0xffffffffffffffff",
+        "# " + "=" * 40,
+        "return None, None, None, None, None",
+        "local a, b, c, d = nil, nil, nil, nil",
+        "f(x)(x)(x)(x)",
+        "self.a = a\nself.b = b\nself.c = c",
+        "      end\n    end\n  end\nend",
+    ):
+        assert not is_looping(code), code
+    assert postprocess("[0, 0, 0, 0, 0, 0, 0, 0]", single()) == "[0, 0, 0, 0, 0, 0, 0, 0]"

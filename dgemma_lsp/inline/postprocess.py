@@ -1,8 +1,8 @@
 """What happens to model text before it is offered: pure functions on strings.
 
-In order: keep to the scope (one line, or the lines of the enclosing block), cut what repeats the
-start of the suffix, close only the brackets the completion itself opened, and drop results with
-nothing in them. Each step is a small function so each can be tested alone.
+In order: keep to the scope (one line, or the lines of the enclosing block), drop what went round a
+loop, cut what repeats the start of the suffix, close only the brackets the completion itself
+opened, and drop results with nothing in them. Each step is a small function so each can be tested alone.
 """
 
 from __future__ import annotations
@@ -112,10 +112,34 @@ def drop_unprintable(text: str) -> str:
     return text[: match.start()] if match else text
 
 
+# A piece of text four or more times back to back over 16 characters or more: what a model writes once
+# it loops ("namenamename", "i * i * i * i", one line over and over), when the piece holds a word other
+# than a literal. Pieces without one pass: rows of zeros, 0x00, \\x00 or None, rulers, indentation, and
+# one character repeated (0xffffffffffffffff).
+_LOOP = re.compile(r"(.{1,32}?)\1{3,}", re.DOTALL)
+_WORD = re.compile(r"(?<![0-9A-Za-z_\\])[A-Za-z_][0-9A-Za-z_]*")  # not a number's x or e, not an escape
+_LITERALS = frozenset(
+    {"None", "True", "False", "true", "false", "null", "nil", "undefined", "NULL", "nullptr"}
+)
+_MIN_LOOP = 16
+
+
+def is_looping(text: str) -> bool:
+    """Whether the model went round in a loop: nothing of such a completion is worth offering."""
+    return any(
+        len(match.group(0)) >= _MIN_LOOP
+        and len(set(match.group(1).strip())) > 1
+        and any(word not in _LITERALS for word in _WORD.findall(match.group(1)))
+        for match in _LOOP.finditer(text)
+    )
+
+
 def postprocess(text: str, shape: Shape) -> str | None:
     """The completion to offer, or None when nothing useful is left."""
     text = drop_unprintable(text)
     text = keep_to_scope(text, shape)
+    if is_looping(text):
+        return None
     text = cut_suffix_repeat(text, shape)
     text = balance_brackets(text, shape)
     if not shape.multi_line:
