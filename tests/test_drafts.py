@@ -90,19 +90,24 @@ def test_no_template_cuts_a_block_in_two():
     cursor = text.index("\n\n    return a") + 1
     context, snapshot = context_at(text, cursor)
     assert structure_draft(context, text, snapshot.tree) == ""
-    # The same on the line right after a body's last line, with nothing of the body below: the line is
-    # the body's next one, not a second `def f` (the signature again was SantaCoder-FIM's structure row).
+    # The same after a body's last line with nothing of the body below, right after it or past blank
+    # lines: the signature again was SantaCoder-FIM's structure row (`def f(...)` where the truth was
+    # the body's last `return`), and a copy of the previous function is no template for the next one.
     text = "def f(a, b):\n    total = a + b\n\n\n\ndef g():\n    pass\n"
-    context, snapshot = context_at(text, text.index("\n\n\n\ndef g") + 1)
-    assert structure_draft(context, text, snapshot.tree) == ""
+    for blank_lines in (0, 1, 2):
+        context, snapshot = context_at(text, text.index("\n\n\n\ndef g") + 1 + blank_lines)
+        assert structure_draft(context, text, snapshot.tree) == ""
     # A line dedented right after a loop's body ends the loop: the loop's header is no template for it.
     text = "def f(xs):\n    total = 0\n    for x in xs:\n        total += x\n    \n"
     context, snapshot = context_at(text, len(text) - 1)
     assert structure_draft(context, text, snapshot.tree) == ""
-    # Between two functions a new statement at column 0 is what is being written: the template stays.
-    text = "def f(a):\n    return a\n\n\n\ndef g(b):\n    return b\n"
-    context, snapshot = context_at(text, text.index("\n\ndef g") + 1)
-    assert structure_draft(context, text, snapshot.tree) == "def f(a):\n    return a"  # its body kept
+    # After a statement written over several lines (no block in it) that statement is the template.
+    text = "items.append(load('a.txt',\n                  mode='r'))\n\nprint(items)\n"
+    context, snapshot = context_at(text, text.index("\n\nprint") + 1)
+    assert (
+        structure_draft(context, text, snapshot.tree)
+        == "items.append(load('a.txt',\n                  mode='r'))"
+    )
 
 
 def test_drafts_come_only_from_the_documents_given():

@@ -62,13 +62,12 @@ def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:
     if context.code_above is None:
         return ""
     row, indent = context.code_above
-    if indent > column and (context.indent_below > column or row == context.line - 1):
-        # The cursor is still in the deeper block above: its body goes on below, or the cursor's line
-        # follows the block's last line with no blank line between (where a body line is being written
-        # before the editor indents it). The statement at `column` there is the block itself: its
-        # header as a template would redefine it (a function's signature again) or split it.
-        return ""
     statement = _statement_at(tree, row, indent, column)
+    if indent > column and (context.indent_below > column or _in_its_block(statement, row, indent)):
+        # The code above is in a block of the statement at `column`: that statement's header as a
+        # template would split the block (its body goes on below), redefine it (a function's signature
+        # again where its last line is being written) or repeat a loop's header after the loop.
+        return ""
     data = text.encode("utf-8")
     for sibling in _previous_statements(statement):
         source = data[sibling.start_byte : sibling.end_byte].decode("utf-8", "replace")
@@ -92,6 +91,17 @@ def _statement_at(tree: Tree, row: int, indent: int, column: int) -> Node | None
             return node
         node = parent
     return None
+
+
+def _in_its_block(statement: Node | None, row: int, indent: int) -> bool:
+    """Whether the code at (`row`, `indent`) lies in a block nested in `statement` (a body, not a line
+    of a statement written over several lines)."""
+    node = None if statement is None else statement.descendant_for_point_range((row, indent), (row, indent))
+    while node is not None and node != statement:
+        if node.type in _CONTAINERS:
+            return True
+        node = node.parent
+    return False
 
 
 def _previous_statements(statement: Node | None) -> list[Node]:
