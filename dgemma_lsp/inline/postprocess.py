@@ -114,7 +114,7 @@ def drop_unprintable(text: str) -> str:
 
 # A piece of text four or more times back to back over 16 characters or more: what a model writes once
 # it loops ("namenamename", "i * i * i * i", one line over and over), when the piece holds a word other
-# than a literal. Pieces without one pass: rows of zeros, 0x00, \\x00 or None, rulers, indentation, and
+# than a literal. Pieces without one pass: rows of zeros, 0x00, \x00 or None, rulers, indentation, and
 # one character repeated (0xffffffffffffffff).
 _LOOP = re.compile(r"(.{1,32}?)\1{3,}", re.DOTALL)
 _WORD = re.compile(r"(?<![0-9A-Za-z_\\])[A-Za-z_][0-9A-Za-z_]*")  # not a number's x or e, not an escape
