@@ -124,8 +124,15 @@ class Candidate:
         A token counts for the line of its first character after any leading line breaks: "\n    "
         belongs to the line it indents.
         """
+        return self._lowest_per_line(self.confidence)
+
+    def line_head_confidence(self) -> list[float]:
+        """The lowest next-token head probability on each line of `text` (all 1.0 when unscored)."""
+        return self._lowest_per_line(self.head_confidence)
+
+    def _lowest_per_line(self, values: tuple[float, ...]) -> list[float]:
         lowest = [1.0] * (self.text.count("\n") + 1)
-        for offset, prob in zip(self.offsets, self.confidence, strict=False):
+        for offset, prob in zip(self.offsets, values, strict=False):
             while offset < len(self.text) and self.text[offset] == "\n":
                 offset += 1
             line = min(self.text.count("\n", 0, offset), len(lowest) - 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dgemma_lsp.inline.pipeline import confident_part
 from engine import Candidate
 
@@ -31,3 +33,13 @@ def test_text_is_cut_before_the_first_unsure_line():
 def test_an_unsure_first_line_leaves_nothing():
     c = candidate("zzz", [("zzz", 0.05)])
     assert confident_part(c, 0.5) == ""
+
+
+def test_a_next_token_candidate_is_also_cut_where_the_head_lost_its_way():
+    # The head's draft ran out and the canvas wrote on: a token the head gives almost nothing.
+    pieces = [("if a:", 0.9), ("\n    b()", 0.9), ("\n    b =pp", 0.9)]
+    c = candidate("if a:\n    b()\n    b =pp", pieces)
+    scored = replace(c, head_confidence=(0.2, 0.3, 0.001))
+    assert confident_part(scored, 0.0, 0.01) == "if a:\n    b()"
+    assert confident_part(scored, 0.0, 0.0) == scored.text
+    assert confident_part(c, 0.0, 0.01) == c.text  # no head scores: the canvas's gate alone

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dgemma_lsp.inline.postprocess import (
     Shape,
     balance_brackets,
+    cut_repeated_line,
     cut_suffix_repeat,
     is_looping,
     keep_to_scope,
@@ -18,8 +19,11 @@ def single(line_suffix: str = "", suffix: str | None = None) -> Shape:
     )
 
 
-def multi(suffix: str = "", min_indent: int | None = 4, max_lines: int = 8) -> Shape:
-    return Shape(multi_line=True, max_lines=max_lines, min_indent=min_indent, line_suffix="", suffix=suffix)
+def multi(suffix: str = "", min_indent: int | None = 4, max_lines: int = 8, line_prefix: str = "") -> Shape:
+    return Shape(
+        multi_line=True, max_lines=max_lines, min_indent=min_indent, line_suffix="", suffix=suffix,
+        line_prefix=line_prefix,
+    )  # fmt: skip
 
 
 def test_single_line_keeps_the_first_line():
@@ -89,7 +93,6 @@ def test_a_completion_that_went_round_a_loop_is_not_offered():
         "namenamenamenamenamenamename",
         "i = i * i * i * i * i * i * i * i * i",
         "process(f1, f2, f2, f2, f2, f2, f2)",
-        "max_num = 0\n    max_num = 0\n    max_num = 0\n    max_num = 0\n    max_num = 0",
         "_Executor, _Executor, _Executor, _Executor, _Executor",
     ):
         assert is_looping(looped), looped
@@ -109,3 +112,16 @@ def test_a_completion_that_went_round_a_loop_is_not_offered():
     ):
         assert not is_looping(code), code
     assert postprocess("[0, 0, 0, 0, 0, 0, 0, 0]", single()) == "[0, 0, 0, 0, 0, 0, 0, 0]"
+
+
+def test_a_line_that_repeats_the_one_before_ends_the_completion_before_it():
+    # SantaCoder-FIM's collatz row: the first line was the one wanted, then the model went round.
+    line = "current_num = current_num // 2"
+    looped = "\n".join([line] + ["            " + line] * 3 + ["            "])
+    assert postprocess(looped, multi(min_indent=12, line_prefix="            ")) == line
+    shape = multi(min_indent=0, line_prefix="    ")
+    loop = "for x in xs:\n        f(x)\n        f(x)\n    g()"
+    assert cut_repeated_line(loop, shape) == "for x in xs:\n        f(x)"
+    # Indentation counts (each end closes its own block); lines without a word may repeat.
+    for code in ("end\n  end\nend", "0, 0, 0,\n    0, 0, 0,", "}\n    }", "x = 1\n    y = 1\n    x = 1"):
+        assert cut_repeated_line(code, shape) == code, code

@@ -99,7 +99,9 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
     for candidate in result.candidates:
         if not confident_enough(candidate, plan):
             continue
-        text = postprocess(confident_part(candidate, plan.min_line_confidence), shape)
+        text = postprocess(
+            confident_part(candidate, plan.min_line_confidence, plan.min_next_token_line_confidence), shape
+        )
         if text is None or text in seen:
             continue
         seen.add(text)
@@ -117,15 +119,21 @@ def confident_enough(candidate: Candidate, plan: Plan) -> bool:
     return candidate.mean_confidence >= plan.min_mean_confidence
 
 
-def confident_part(candidate: Candidate, threshold: float) -> str:
-    """The candidate's text up to the first line the model was not sure of."""
-    if threshold <= 0:
-        return candidate.text
+def confident_part(candidate: Candidate, threshold: float, head_threshold: float = 0.0) -> str:
+    """The candidate's text up to the first line the model was not sure of: a token of the canvas's
+    below `threshold`, or for a candidate the next-token head scored, one of the head's below
+    `head_threshold`."""
     lines = candidate.text.split("\n")
-    for index, lowest in enumerate(candidate.line_confidence()):
-        if lowest < threshold:
-            return "\n".join(lines[:index])
-    return candidate.text
+    cut = len(lines)
+    if threshold > 0:
+        cut = _first_below(candidate.line_confidence(), threshold, cut)
+    if candidate.head_confidence and head_threshold > 0:
+        cut = _first_below(candidate.line_head_confidence(), head_threshold, cut)
+    return "\n".join(lines[:cut])
+
+
+def _first_below(lowest: list[float], threshold: float, default: int) -> int:
+    return next((index for index, value in enumerate(lowest) if value < threshold), default)
 
 
 def parse_guarded(check: ParseCheck, completion: Completion) -> Completion:

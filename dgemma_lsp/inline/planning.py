@@ -27,6 +27,7 @@ class Plan:
     min_line_confidence: float = 0.0  # cut the text before the first line below this
     min_mean_confidence: float = 0.0  # offer nothing below this
     min_next_token_confidence: float = 0.0  # the same for the next-token draft's candidates, by the head
+    min_next_token_line_confidence: float = 0.0  # the line gate for them, by the head
     grammar: Language | None = None  # for syntax repair; None: no repair
     draft_kinds: tuple[str, ...] = ()  # the kind of each of request.drafts (lookup, structure)
 
@@ -84,6 +85,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         min_line_confidence=min_line,
         min_mean_confidence=min_mean,
         min_next_token_confidence=min_next_token,
+        min_next_token_line_confidence=completion.min_next_token_line_confidence_percent / 100,
         grammar=snapshot.grammar if completion.syntax_repair else None,
         draft_kinds=tuple(d.kind for d in drafts),
     )
@@ -109,4 +111,5 @@ def shape_of(context: CompletionContext) -> Shape:
         min_indent=context.stop.min_indent if context.mode != "single_line" else None,
         line_suffix=context.line_suffix,
         suffix=context.suffix,
+        line_prefix=context.line_prefix,
     )

@@ -1,8 +1,9 @@
 """What happens to model text before it is offered: pure functions on strings.
 
-In order: keep to the scope (one line, or the lines of the enclosing block), drop what went round a
-loop, cut what repeats the start of the suffix, close only the brackets the completion itself
-opened, and drop results with nothing in them. Each step is a small function so each can be tested alone.
+In order: keep to the scope (one line, or the lines of the enclosing block), cut before a line that
+repeats the one before it, drop what went round a loop, cut what repeats the start of the suffix,
+close only the brackets the completion itself opened, and drop results with nothing in them. Each
+step is a small function so each can be tested alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Shape:
     min_indent: int | None
     line_suffix: str  # the rest of the cursor's line
     suffix: str  # everything after the cursor (the window the model saw)
+    line_prefix: str = ""  # the cursor's line before the cursor
 
 
 def keep_to_scope(text: str, shape: Shape) -> str:
@@ -129,15 +131,36 @@ def is_looping(text: str) -> bool:
     return any(
         len(match.group(0)) >= _MIN_LOOP
         and len(set(match.group(1).strip())) > 1
-        and any(word not in _LITERALS for word in _WORD.findall(match.group(1)))
+        and _has_word(match.group(1))
         for match in _LOOP.finditer(text)
     )
+
+
+def _has_word(text: str) -> bool:
+    return any(word not in _LITERALS for word in _WORD.findall(text))
+
+
+def cut_repeated_line(text: str, shape: Shape) -> str:
+    """Cut before a line that repeats the one before it, indentation and all: a model going round a loop.
+
+    The first of them stays: it is often the line wanted. Lines without a word (closing brackets, rows
+    of numbers, None) may repeat.
+    """
+    lines = text.split("\n")
+    previous = (shape.line_prefix + lines[0]).rstrip()
+    for index in range(1, len(lines)):
+        line = lines[index].rstrip()
+        if line == previous and _has_word(line):
+            return "\n".join(lines[:index])
+        previous = line
+    return text
 
 
 def postprocess(text: str, shape: Shape) -> str | None:
     """The completion to offer, or None when nothing useful is left."""
     text = drop_unprintable(text)
     text = keep_to_scope(text, shape)
+    text = cut_repeated_line(text, shape)
     if is_looping(text):
         return None
     text = cut_suffix_repeat(text, shape)

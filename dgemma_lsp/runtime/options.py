@@ -70,6 +70,9 @@ class CompletionOptions:
     # confidence in its own head's text says little). Unset: the model's calibrated gate, else 0 (off:
     # the mean gate applies to them too).
     min_next_token_confidence_percent: int | None = None
+    # Such a completion also stops before the first line holding a token the next-token head gave less
+    # than this probability: where the head's draft ran out and the canvas wrote on, or it lost its way.
+    min_next_token_line_confidence_percent: int = 1
     # Renoise and re-denoise the tokens of a completion that breaks the parse (tree-sitter languages).
     syntax_repair: bool = True
     # Fix the rest of the line at the end of the canvas, so a single-line completion joins it.
