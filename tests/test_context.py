@@ -154,6 +154,7 @@ def test_python_mode_rules(registry, text, mode, min_indent):
     tree = SyntaxTree(registry.grammar("python"), text.encode())
     ctx = build_context(text, cursor, count_tokens=count_tokens, spec=registry.spec("python"), tree=tree)
     assert (ctx.mode, ctx.stop.min_indent) == (mode, min_indent)
+    assert ctx.stop.open_brackets == (1 if text.startswith("x = [") else 0)
 
 
 def test_same_line_braces_and_an_unindented_blank_line_in_a_block(registry):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dgemma_lsp.inline.postprocess import (
     Shape,
     balance_brackets,
     cut_repeated_line,
     cut_suffix_repeat,
+    finish_statement,
     is_looping,
     keep_to_scope,
     postprocess,
@@ -63,6 +66,16 @@ def test_brackets_the_completion_opened_are_closed():
 def test_a_closer_the_suffix_already_has_is_not_written_twice():
     # The prefix opened "(", the suffix closes it: the completion must not close it too.
     assert balance_brackets("a, b)", single(line_suffix=")")) == "a, b"
+
+
+def test_a_bracket_the_completion_opened_is_closed_before_the_suffix_closes_the_prefix_one():
+    # Held-out Python, `list[<cursor>]`: the "]" after the cursor is list's, so the completion's "["
+    # needs its own.
+    shape = replace(single(line_suffix="]"), line_prefix="        list[")
+    assert balance_brackets("trio.SSLListener[SocketStream", shape) == "trio.SSLListener[SocketStream]"
+    assert balance_brackets("f(g(x", replace(single(line_suffix="))"), line_prefix="y = (")) == "f(g(x)"
+    # Nothing open before the cursor on its line: the suffix's closer is the completion's.
+    assert balance_brackets("f(x", single(line_suffix=")")) == "f(x"
 
 
 def test_brackets_inside_strings_do_not_count():
@@ -125,3 +138,15 @@ def test_a_line_that_repeats_the_one_before_ends_the_completion_before_it():
     # Indentation counts (each end closes its own block); lines without a word may repeat.
     for code in ("end\n  end\nend", "0, 0, 0,\n    0, 0, 0,", "}\n    }", "x = 1\n    y = 1\n    x = 1"):
         assert cut_repeated_line(code, shape) == code, code
+
+
+def test_a_completion_that_finishes_the_statement_open_at_the_cursor_ends_there():
+    # Held-out Python: after `def __str__(self` the line to finish was "self):", not the body too.
+    shape = replace(multi(min_indent=4), open_brackets=1)
+    finished = postprocess('self):\n        return f"{self.name}"\n', shape)
+    assert finished == "self):"
+    # Arguments over several lines are still one statement; brackets in strings do not count.
+    args = "\n    1,\n    ')',\n    f(2),\n)\nprint(x)"
+    assert finish_statement(args, shape) == "\n    1,\n    ')',\n    f(2),\n)"
+    assert finish_statement("a,\n    b", shape) == "a,\n    b"  # not closed yet: nothing to cut
+    assert finish_statement(args, multi(min_indent=4)) == args  # no bracket open at the cursor

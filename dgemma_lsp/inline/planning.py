@@ -112,4 +112,5 @@ def shape_of(context: CompletionContext) -> Shape:
         line_suffix=context.line_suffix,
         suffix=context.suffix,
         line_prefix=context.line_prefix,
+        open_brackets=context.stop.open_brackets,
     )

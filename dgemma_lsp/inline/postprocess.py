@@ -2,13 +2,15 @@
 
 In order: keep to the scope (one line, or the lines of the enclosing block), cut before a line that
 repeats the one before it, drop what went round a loop, cut what repeats the start of the suffix,
-close only the brackets the completion itself opened, and drop results with nothing in them. Each
-step is a small function so each can be tested alone.
+end with the line that closes the brackets open at the cursor, close only the brackets the
+completion itself opened, and drop results with nothing in them. Each step is a small function so
+each can be tested alone.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
@@ -27,6 +29,9 @@ class Shape:
     line_suffix: str  # the rest of the cursor's line
     suffix: str  # everything after the cursor (the window the model saw)
     line_prefix: str = ""  # the cursor's line before the cursor
+    # Brackets open at the cursor that the completion is there to close: it ends with the line that
+    # closes them (0: no such statement to finish).
+    open_brackets: int = 0
 
 
 def keep_to_scope(text: str, shape: Shape) -> str:
@@ -75,9 +80,25 @@ def _cut_overlap(text: str, suffix: str) -> str:
     return text
 
 
-def balance_brackets(text: str, shape: Shape) -> str:
-    """Cut where the completion closes a bracket the suffix closes already; close what it opened itself."""
-    stack: list[str] = []
+def finish_statement(text: str, shape: Shape) -> str:
+    """End a completion that closes the brackets open at the cursor with the line that closes them:
+    the statement is finished there, and what follows it is a new one the user has not asked for."""
+    depth = shape.open_brackets
+    if not depth or not shape.multi_line:
+        return text
+    for index, char in _code_chars(text):
+        if char in _OPEN:
+            depth += 1
+        elif char in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                end = text.find("\n", index)
+                return text if end < 0 else text[:end]
+    return text
+
+
+def _code_chars(text: str) -> Iterator[tuple[int, str]]:
+    """Each character of `text` outside string literals (which end at a line break), with its index."""
     quote: str | None = None
     for i, char in enumerate(text):
         if quote:
@@ -86,7 +107,16 @@ def balance_brackets(text: str, shape: Shape) -> str:
             continue
         if char in _QUOTES:
             quote = char
-        elif char in _OPEN:
+        else:
+            yield i, char
+
+
+def balance_brackets(text: str, shape: Shape) -> str:
+    """Cut where the completion closes a bracket the suffix closes already; close what it opened itself
+    and the rest of the line does not close."""
+    stack: list[str] = []
+    for i, char in _code_chars(text):
+        if char in _OPEN:
             stack.append(char)
         elif char in _CLOSE:
             if stack and stack[-1] == _CLOSE[char]:
@@ -94,10 +124,18 @@ def balance_brackets(text: str, shape: Shape) -> str:
             elif shape.line_suffix.lstrip().startswith(char):
                 return text[:i].rstrip(" \t") if not shape.multi_line else text[:i]
     if stack and not shape.multi_line:
-        closers = "".join(_OPEN[c] for c in reversed(stack))
-        if not shape.line_suffix.lstrip().startswith(closers[0]):
-            text += closers
+        # The closers that start the rest of the line close the brackets still open before the cursor
+        # first (counted outward from the cursor); only those left over close the completion's.
+        leading = _LEADING_CLOSERS.match(shape.line_suffix).group(0)
+        opened_before = 0
+        for _, char in _code_chars(shape.line_prefix):
+            opened_before += 1 if char in _OPEN else -1 if char in _CLOSE else 0
+        spare = max(0, sum(c in _CLOSE for c in leading) - max(0, opened_before))
+        text += "".join(_OPEN[c] for c in reversed(stack))[: max(0, len(stack) - spare)]
     return text
+
+
+_LEADING_CLOSERS = re.compile(r"[\s)\]}]*")
 
 
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffd]")
@@ -164,6 +202,7 @@ def postprocess(text: str, shape: Shape) -> str | None:
     if is_looping(text):
         return None
     text = cut_suffix_repeat(text, shape)
+    text = finish_statement(text, shape)
     text = balance_brackets(text, shape)
     if not shape.multi_line:
         text = text.rstrip()

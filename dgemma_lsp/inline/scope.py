@@ -5,7 +5,8 @@ Mode, first rule that applies:
 - code after the cursor on its line (other than closing brackets, quotes, ``;`` or ``,``) -> single_line;
 - cursor after code that opens a block (``def f():``, ``{``, ``then``, ``do``) with nothing but a
   closer after it -> block if the block's body is empty, multi_line if a body already follows;
-- cursor after code with an unclosed bracket and nothing after it -> multi_line;
+- cursor after code with an unclosed bracket and nothing after it -> multi_line, up to the line
+  that closes it;
 - other code before the cursor -> single_line;
 - blank line: block if the previous code line opens a block whose body is still empty (the
   next code line is that block's closing line, or for Python is not indented deeper), else
@@ -48,11 +49,15 @@ class Stop:
       after the cursor (``"}"``, ``"end"``, ``"fi"``), or None (Python, top level, unclosed
       block). A completion that writes it again at the block's level duplicates it.
     - ``block_end``: offset just after that closing token in the document, or None.
+    - ``open_brackets``: brackets the cursor's line opened before the cursor and left open, when
+      that is why the completion may run over lines: the line that closes them ends the statement,
+      and the completion with it.
     """
 
     min_indent: int
     closing_text: str | None = None
     block_end: int | None = None
+    open_brackets: int = 0
 
 
 class Scope:
@@ -135,7 +140,7 @@ class Scope:
                 return mode, stop(line_indent + len(unit))
             opened = sum(before.count(c) for c in "([{") - sum(before.count(c) for c in ")]}")
             if not after.strip() and opened > 0:
-                return "multi_line", stop(line_indent)
+                return "multi_line", Stop(line_indent, closing, block_end, opened)
             return "single_line", stop(line_indent)
         # A blank line (whitespace before the cursor; nothing, or only closers, after it).
         prev = self.code_row(-1)
