@@ -76,6 +76,9 @@ def test_a_bracket_the_completion_opened_is_closed_before_the_suffix_closes_the_
     assert balance_brackets("f(g(x", replace(single(line_suffix="))"), line_prefix="y = (")) == "f(g(x)"
     # Nothing open before the cursor on its line: the suffix's closer is the completion's.
     assert balance_brackets("f(x", single(line_suffix=")")) == "f(x"
+    # A line that ends by opening a bracket goes on below: nothing to close yet.
+    assert balance_brackets("getValues = () => {", single()) == "getValues = () => {"
+    assert balance_brackets("from trio._core import (", single()) == "from trio._core import ("
 
 
 def test_brackets_inside_strings_do_not_count():

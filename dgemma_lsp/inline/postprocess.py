@@ -113,7 +113,7 @@ def _code_chars(text: str) -> Iterator[tuple[int, str]]:
 
 def balance_brackets(text: str, shape: Shape) -> str:
     """Cut where the completion closes a bracket the suffix closes already; close what it opened itself
-    and the rest of the line does not close."""
+    and the rest of the line does not close, unless it ends by opening one."""
     stack: list[str] = []
     for i, char in _code_chars(text):
         if char in _OPEN:
@@ -123,7 +123,8 @@ def balance_brackets(text: str, shape: Shape) -> str:
                 stack.pop()
             elif shape.line_suffix.lstrip().startswith(char):
                 return text[:i].rstrip(" \t") if not shape.multi_line else text[:i]
-    if stack and not shape.multi_line:
+    if stack and not shape.multi_line and not text.rstrip().endswith(tuple(_OPEN)):
+        # (A line that ends by opening a bracket goes on below it: `() => {`, `import (`.)
         # The closers that start the rest of the line close the brackets still open before the cursor
         # first (counted outward from the cursor); only those left over close the completion's.
         leading = _LEADING_CLOSERS.match(shape.line_suffix).group(0)
