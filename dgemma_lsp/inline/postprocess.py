@@ -56,11 +56,12 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
         if rest and _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
         return _cut_overlap(text, shape.line_suffix.lstrip())
-    # Multi-line: the model often writes on into the code that follows; stop before it.
+    # Multi-line: the model often writes on into the code that follows; stop before it. On a blank
+    # line its first line counts too: writing the line below again is no completion.
     following = [line.strip() for line in shape.suffix.split("\n") if line.strip()][:1]
     if following:
         lines = text.split("\n")
-        for i in range(1, len(lines)):
+        for i in range(0 if not shape.line_prefix.strip() else 1, len(lines)):
             if lines[i].strip() == following[0] and len(following[0]) > 2:
                 return "\n".join(lines[:i]).rstrip(" \t\n")
     return _cut_overlap(text, shape.suffix.lstrip(" \t"))
