@@ -9,6 +9,7 @@ not thread-safe.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 
@@ -304,13 +305,24 @@ class LocalEngine:
         sticky = torch.zeros_like(init, dtype=torch.bool)
         eos = min(self.format.eos_ids)
         for row, draft in enumerate(drafts):
-            tokens = (draft + [eos])[:room]
+            tokens = draft + [eos] if len(draft) < room else self._fitted(draft, room, eos)
             seeded = torch.tensor(tokens, device=self.device)
             guess[row, : len(tokens)] = seeded
             kept = torch.rand(len(tokens), generator=generator, device=self.device) >= noise
             init[row, : len(tokens)] = torch.where(kept, seeded, init[row, : len(tokens)])
             sticky[row, : len(tokens)] = kept
         return sticky
+
+    def _fitted(self, draft: list[int], room: int, eos: int) -> list[int]:
+        """The row for a draft that does not fit in `room` tokens with its EOS: up to its last line break
+        that fits and ends a statement (no bracket of its own left open), then EOS, so that the row ends
+        on whole lines; without one it is cut there and the next canvas goes on with it."""
+        for end in range(room - 1, 0, -1):
+            if "\n" in self.format.decode(draft[end - 1 : end]):
+                head = self.format.decode(draft[:end])
+                if open_brackets(head) <= 0:
+                    return draft[:end] + [eos]
+        return draft[:room]
 
     def _collect(self, rows: list[_Row], tokens: torch.Tensor, confidence: torch.Tensor, left: int) -> None:
         for row, row_tokens, row_confidence in zip(rows, tokens.tolist(), confidence.tolist(), strict=True):
@@ -346,3 +358,12 @@ class LocalEngine:
             if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:
                 seen[text] = candidate
         return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))
+
+
+_STRING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
+def open_brackets(text: str) -> int:
+    """Brackets `text` opens and does not close (string literals on one line skipped)."""
+    code = _STRING.sub("", text)
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from dgemma_lsp.documents.languages import LanguageRegistry
@@ -11,6 +13,7 @@ from dgemma_lsp.inline.drafts import make_drafts, structure_draft
 from dgemma_lsp.inline.lookup import Haystack, continuations, cut_before_suffix, longest_key
 from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from engine import InfillRequest
+from engine.local_engine import open_brackets
 from tests.lsp_session import inline, lsp_session, open_document
 
 REGISTRY = LanguageRegistry()
@@ -146,6 +149,39 @@ def test_draft_rows_are_seeded_sticky_and_take_the_places_before_fresh_rows(tiny
     renoised = tiny_engine.infill(InfillRequest(prefix="x = ", drafts=drafts, draft_noise=1.0, max_steps=1))
     assert renoised.candidates and not bool(seen[first].sticky.any())  # all renoised: nothing sticky
     assert seen[first].init.shape[0] == 2  # one candidate asked for: the two drafts, no noise row
+
+
+def test_a_draft_longer_than_the_canvas_ends_on_its_last_whole_line(tiny_engine, canvas_specs):
+    # Cut mid-line, the row went on in a canvas of noise, and the model alone wrote the rest of it.
+    lines = [f"    x = {i}" for i in range(1, 30)]
+    draft = "\n".join(lines)
+    room = tiny_engine.canvas_length
+    request = InfillRequest(
+        prefix="def f():\n", max_new_tokens=96, drafts=(draft,), draft_noise=0.0, max_steps=1
+    )
+    tiny_engine.infill(request)
+    row = canvas_specs[0].guess[0, :room].tolist()
+    eos = min(tiny_engine.format.eos_ids)
+    assert len(tiny_engine.format.encode(draft)) > room and eos in row
+    kept = tiny_engine.format.decode(row[: row.index(eos)])
+    assert kept.rstrip(" ").endswith("\n") and draft.startswith(kept) and kept.count("\n") >= 1
+    # Not inside a call: the last line break where the draft's own brackets are closed.
+    call = "a = 1\nf(\nx,\ny,\nz)\n" * 4  # its 16 tokens hold breaks after "1", "(", "x," and "y,"
+    first = len(canvas_specs)
+    tiny_engine.infill(replace(request, drafts=(call,)))
+    row = canvas_specs[first].guess[0, :room].tolist()
+    kept = tiny_engine.format.decode(row[: row.index(eos)])
+    assert kept == "a = 1\n"
+    # A first line longer than the canvas is cut without an EOS: the next canvas goes on with it.
+    long_line = "total = " + " + ".join(f"weight_{i} * value_{i}" for i in range(40))
+    first = len(canvas_specs)
+    tiny_engine.infill(replace(request, drafts=(long_line,)))
+    assert eos not in canvas_specs[first].guess[0, :room].tolist()
+
+
+def test_open_brackets_counts_code_not_strings():
+    assert open_brackets("f(a, [1, 2") == 2 and open_brackets("x = ')' + g()\n") == 0
+    assert open_brackets("a)\n") == -1
 
 
 def test_a_seed_canvas_and_drafts_exclude_each_other():
