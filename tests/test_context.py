@@ -141,6 +141,7 @@ def test_unknown_language_uses_bracket_heuristics():
         ("def f():<|cursor|>\n", "block", 4),  # end of an opener line, no body yet
         ("def f():<|cursor|>\n    return 1\n", "multi_line", 4),  # the body exists already
         ("x = [<|cursor|>\n", "multi_line", 0),  # an open bracket at the end of the line
+        ('x = f(")", <|cursor|>\n', "multi_line", 0),  # a bracket in a string does not close it
         ("x = f(<|cursor|>)\n", "single_line", 0),  # only closers after the cursor
         ("x = 1  # a comm<|cursor|>\n", "single_line", 0),  # in a comment
         ("<|cursor|>", "block", 0),  # empty file
@@ -154,7 +155,7 @@ def test_python_mode_rules(registry, text, mode, min_indent):
     tree = SyntaxTree(registry.grammar("python"), text.encode())
     ctx = build_context(text, cursor, count_tokens=count_tokens, spec=registry.spec("python"), tree=tree)
     assert (ctx.mode, ctx.stop.min_indent) == (mode, min_indent)
-    assert ctx.stop.open_brackets == (1 if text.startswith("x = [") else 0)
+    assert ctx.stop.open_brackets == (1 if text.startswith(("x = [", 'x = f(")"')) else 0)
 
 
 def test_same_line_braces_and_an_unindented_blank_line_in_a_block(registry):

@@ -12,6 +12,7 @@ from dgemma_lsp.inline.postprocess import (
     finish_statement,
     is_looping,
     keep_to_scope,
+    open_brackets,
     postprocess,
 )
 
@@ -88,6 +89,8 @@ def test_a_bracket_the_completion_opened_is_closed_before_the_suffix_closes_the_
 
 def test_brackets_inside_strings_do_not_count():
     assert balance_brackets("print('(')", single()) == "print('(')"
+    assert open_brackets("f(a, [1, 2") == 2 and open_brackets("x = ')' + g()") == 0
+    assert open_brackets("a)") == -1
 
 
 def test_empty_and_whitespace_results_are_dropped():

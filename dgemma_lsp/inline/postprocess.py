@@ -112,6 +112,11 @@ def _code_chars(text: str) -> Iterator[tuple[int, str]]:
             yield i, char
 
 
+def open_brackets(text: str) -> int:
+    """Brackets `text` opens and does not close, string literals left out (negative: it closes more)."""
+    return sum(1 if c in _OPEN else -1 if c in _CLOSE else 0 for _, c in _code_chars(text))
+
+
 def balance_brackets(text: str, shape: Shape) -> str:
     """Cut where the completion closes a bracket the suffix closes already; close what it opened itself
     and the rest of the line does not close, unless it ends by opening one."""
@@ -129,10 +134,7 @@ def balance_brackets(text: str, shape: Shape) -> str:
         # The closers that start the rest of the line close the brackets still open before the cursor
         # first (counted outward from the cursor); only those left over close the completion's.
         leading = _LEADING_CLOSERS.match(shape.line_suffix).group(0)
-        opened_before = 0
-        for _, char in _code_chars(shape.line_prefix):
-            opened_before += 1 if char in _OPEN else -1 if char in _CLOSE else 0
-        spare = max(0, sum(c in _CLOSE for c in leading) - max(0, opened_before))
+        spare = max(0, sum(c in _CLOSE for c in leading) - max(0, open_brackets(shape.line_prefix)))
         text += "".join(_OPEN[c] for c in reversed(stack))[: max(0, len(stack) - spare)]
     return text
 

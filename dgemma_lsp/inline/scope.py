@@ -26,6 +26,7 @@ from typing import Literal
 from dgemma_lsp.documents.languages import LanguageSpec
 from dgemma_lsp.documents.syntax import Block, in_comment
 from dgemma_lsp.inline.cursor import CursorLine
+from dgemma_lsp.inline.postprocess import open_brackets
 
 Mode = Literal["single_line", "multi_line", "block"]
 
@@ -138,7 +139,7 @@ class Scope:
             if self.opens_block(before):
                 mode: Mode = "multi_line" if self.body_follows(self.at.row, block) else "block"
                 return mode, stop(line_indent + len(unit))
-            opened = sum(before.count(c) for c in "([{") - sum(before.count(c) for c in ")]}")
+            opened = open_brackets(before)
             if not after.strip() and opened > 0:
                 return "multi_line", Stop(line_indent, closing, block_end, opened)
             return "single_line", stop(line_indent)
