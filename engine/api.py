@@ -154,6 +154,8 @@ class Timings:
     denoise_ms: float  # the canvases, from the first decoder step to the text
     total_ms: float
     forward_ms: float = 0.0  # time inside model forward passes (the rest is the engine's own overhead)
+    canvas_ms: float = 0.0  # the denoising steps alone, the sampler's math included (no drafts, no prefill)
+    step_forward_ms: float = 0.0  # the denoising steps' decoder forward passes alone
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ class LocalEngine:
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
         drafts = [self.format.encode(d) for d in request.drafts] if request.decoder == "diffusion" else []
         steps = draft_forwards = 0
+        canvas_s = step_forward_ms = 0.0
         block = self._block_length(request)
         own_draft = request.next_token_draft and self.writes_next_token_drafts
         written: Greedy | None = None
@@ -124,12 +125,15 @@ class LocalEngine:
             spec = self._canvas_spec(
                 request, n, left, block, generator, drafts if index == 0 else [], first=index == 0
             )
+            canvas_start = time.perf_counter()
             outcome = denoise(
                 self.backbone, cache, spec, settings, self.bias, self.eos_ids, generator,
                 deadline=request.deadline, cancel=request.cancel,
             )  # fmt: skip
+            canvas_s += time.perf_counter() - canvas_start
             steps += outcome.steps
             forward_ms += outcome.forward_ms
+            step_forward_ms += outcome.forward_ms
             self._collect(rows, outcome.tokens, outcome.confidence, min(left, spec.middle_length))
             if outcome.reason in ("deadline", "cancelled"):
                 reason = outcome.reason
@@ -166,6 +170,8 @@ class LocalEngine:
                 denoise_ms=(finished - prefilled) * 1000,
                 total_ms=(finished - started) * 1000,
                 forward_ms=forward_ms,
+                canvas_ms=canvas_s * 1000,
+                step_forward_ms=step_forward_ms,
             ),
             prompt_tokens=len(ids),
             reused_prompt_tokens=reused,

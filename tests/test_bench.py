@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.runtime.options import CompletionOptions, Options
 from evaluation.bench.cli import main
+from evaluation.bench.replay import Replay, replay
 from evaluation.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
 
 
@@ -73,3 +76,14 @@ def test_a_short_benchmark_run_reports_every_figure(tiny_model_dir, tmp_path, ca
     assert "single-line latency" in capsys.readouterr().out
     assert sum(n for _, n in figures["steps"]) >= 1 and len(figures["latencies_ms"]["single_line"]) >= 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000  # a picture
+
+
+def test_a_replay_completes_at_every_key_of_every_segment(tiny_engine):
+    script = parse_script("t.py", "python", f"def f(x):\n    return {TYPE}x + 1{END}\n\n{TYPE}y = 2{END}\n")
+    figures = Replay()
+    options = Options(completion=CompletionOptions(latency_budget_ms=0))
+    replay(script, tiny_engine, options, LanguageRegistry(), figures)
+    keys = sum(len(segment.text) + 1 for segment in script.segments)  # before the first key and after each
+    assert len(figures.request_ms) == len(figures.prefill_ms) == keys == 12
+    assert figures.steps >= len(figures.step_ms) > 0 and min(figures.step_ms) > 0
+    assert "12 keystrokes" in figures.summary()

@@ -156,6 +156,8 @@ def merged_result(first: InfillResult, second: InfillResult, keep: InfillResult)
         denoise_ms=first.timings.denoise_ms + second.timings.denoise_ms,
         total_ms=first.timings.total_ms + second.timings.total_ms,
         forward_ms=first.timings.forward_ms + second.timings.forward_ms,
+        canvas_ms=first.timings.canvas_ms + second.timings.canvas_ms,
+        step_forward_ms=first.timings.step_forward_ms + second.timings.step_forward_ms,
     )
     tokens = len(keep.candidates[0].token_ids) if keep.candidates else 0
     drafted = first.draft_forwards + second.draft_forwards

@@ -35,18 +35,18 @@ class Run:
 
 
 def summary(runs: list[Run]) -> str:
-    """Completion wall time, steps, and a step's cost inside and outside the decoder's forward pass."""
+    """Completion wall time, steps, and a denoising step's cost inside the decoder's forward pass and
+    with the sampler's math (next-token draft forwards and the prefill apart)."""
     med = statistics.median
     steps = [max(run.result.steps, 1) for run in runs]
-    decoder = [
-        (r.result.timings.forward_ms - r.result.timings.prefill_ms) / s
-        for r, s in zip(runs, steps, strict=True)
-    ]
-    denoise = [r.result.timings.denoise_ms / s for r, s in zip(runs, steps, strict=True)]
+    timings = [run.result.timings for run in runs]
+    decoder = [t.step_forward_ms / s for t, s in zip(timings, steps, strict=True)]
+    with_sampler = [t.canvas_ms / s for t, s in zip(timings, steps, strict=True)]
     return (
-        f"completion p50 {med(r.wall_ms for r in runs):.1f} ms, {med(steps):.0f} steps, prefill "
-        f"{med(r.result.timings.prefill_ms for r in runs):.1f} ms, per step: decoder forward "
-        f"{med(decoder):.2f} ms, with the sampler {med(denoise):.2f} ms"
+        f"completion p50 {med(r.wall_ms for r in runs):.1f} ms, {med(steps):.0f} steps, "
+        f"{med(r.result.draft_forwards for r in runs):.0f} next-token draft forwards, prefill "
+        f"{med(t.prefill_ms for t in timings):.1f} ms, per step: decoder forward "
+        f"{med(decoder):.2f} ms, with the sampler {med(with_sampler):.2f} ms"
     )
 
 
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--repeat", type=int, default=20, help="timed completions")
     parser.add_argument("--rows", type=int, default=25, help="operators listed")
-    parser.add_argument("--no-drafts", action="store_true")
+    parser.add_argument(
+        "--no-drafts", action="store_true", help="every canvas from noise (no lookup or next-token draft)"
+    )
     parser.add_argument(
         "--single-line-canvas", type=int, help="tokens per canvas (default: the server's; 0: the model's)"
     )
@@ -73,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     cursor = text.index("return \n") + len("return ")
     snapshot = standalone(text, "python", LanguageRegistry()).snapshot()
     canvas = {} if args.single_line_canvas is None else {"canvas_tokens_single_line": args.single_line_canvas}
-    options = Options(completion=CompletionOptions(latency_budget_ms=0, drafts=not args.no_drafts, **canvas))
+    options = Options(
+        completion=CompletionOptions(
+            latency_budget_ms=0, drafts=not args.no_drafts, next_token_draft=not args.no_drafts, **canvas
+        )
+    )
     names = ["fused", "reference"] if args.decoders == "both" else [args.decoders]
     decoders = {"fused": engine.backbone}
     if "reference" in names:
