@@ -77,9 +77,9 @@ class _Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is not None:
             return F.linear(x, self.weight)
-        flat = x.reshape(-1, x.shape[-1])
+        flat, rows = padded_rows(x)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
-        return out.view(*x.shape[:-1], self.out_features)
+        return out[:rows].view(*x.shape[:-1], self.out_features)
 
 
 class _GatedLinear:
@@ -93,10 +93,32 @@ class _GatedLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate.packed is None or self.up.packed is None:
             return F.gelu(self.gate(x), approximate="tanh") * self.up(x)
-        flat = x.reshape(-1, x.shape[-1])
+        flat, rows = padded_rows(x)
         gated = torch.ops.mkldnn._linear_pointwise(flat, self.gate.packed, None, "gelu", [], "tanh")
         out = torch.ops.mkldnn._linear_pointwise.binary(flat, gated, self.up.packed, None, "mul")
-        return out.view(*x.shape[:-1], self.out_features)
+        return out[:rows].view(*x.shape[:-1], self.out_features)
+
+
+def padded_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """`x` as rows [N', H], zero rows added up to `row_bucket(N)`, and N: oneDNN builds and caches a
+    kernel per row count, and a server's row counts (new prompt tokens, each expert's share) change with
+    every request, so without buckets the few kernels a canvas's steps use were evicted and rebuilt at
+    every completion (README, "Memory"). A row's result does not depend on the rows beside it."""
+    flat = x.reshape(-1, x.shape[-1])
+    rows = flat.shape[0]
+    bucket = row_bucket(rows)
+    return (flat if bucket == rows else F.pad(flat, (0, 0, 0, bucket - rows))), rows
+
+
+def row_bucket(rows: int) -> int:
+    """The row count a matmul of `rows` rows runs at: the next power of two up to 16, a multiple of 16
+    up to 128, then the next of 2^k x 1, 1.25, 1.5 or 1.75 (at most a quarter more rows)."""
+    if rows <= 16:
+        return 1 << (rows - 1).bit_length() if rows > 1 else rows
+    if rows <= 128:
+        return -(-rows // 16) * 16
+    quarter = 1 << (rows.bit_length() - 3)  # a quarter of the power of two at or below `rows`
+    return -(-rows // quarter) * quarter
 
 
 def _mkldnn_linear() -> bool:
@@ -235,10 +257,13 @@ class _Layer:
         chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
         rows, experts = x.shape[0], len(self.expert_gate_up)
         share = self.shares(index, weights)
-        gate, up = self.all_gate_up(x).view(rows, experts, 2, -1).unbind(2)  # [N, E, I'] each
-        hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N, I']
-        out = torch.bmm(hidden, self.all_down)  # [E, N, H]
-        return (out.float() * share.t()[..., None]).sum(dim=0).to(x.dtype)
+        bucket = row_bucket(rows)  # the batched matmul's kernels are cached per row count too
+        if bucket != rows:
+            x, share = F.pad(x, (0, 0, 0, bucket - rows)), F.pad(share, (0, 0, 0, bucket - rows))
+        gate, up = self.all_gate_up(x).view(bucket, experts, 2, -1).unbind(2)  # [N', E, I'] each
+        hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N', I']
+        out = torch.bmm(hidden, self.all_down)  # [E, N', H]
+        return (out.float() * share.t()[..., None]).sum(dim=0)[:rows].to(x.dtype)
 
     def canvas_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """Every expert over a canvas's rows, each expert's hidden units weighed by its routing weight

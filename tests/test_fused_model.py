@@ -22,7 +22,7 @@ from engine.backbone import ModuleBackbone, backbone_of
 from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_config import FusedConfig
-from engine.fused_model import FusedModel, unsupported_reason
+from engine.fused_model import FusedModel, _Linear, row_bucket, unsupported_reason
 from engine.loading import text_config
 from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
@@ -309,7 +309,7 @@ def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
     assert isinstance(backbone_of(model), ModuleBackbone)
 
 
-@pytest.mark.parametrize("rows", [1, 16, 48, 100])
+@pytest.mark.parametrize("rows", [1, 5, 16, 20, 48, 100])
 def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
     # A prompt's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
     # same numbers as running each chosen expert on its rows (in the bundled model's bf16, exactly, so
@@ -370,3 +370,30 @@ def test_a_canvas_runs_every_expert_in_fewer_matmuls_within_rounding(rows):
     exact = layers["exact"].chosen_experts(x.float(), weights, index)
     ours = layer.canvas_experts(x, weights, index)
     assert_rounds_like_transformers(ours, layer.chosen_experts(x, weights, index), exact)
+
+
+def test_row_buckets_bound_the_shapes_a_matmul_runs_at():
+    # oneDNN caches a kernel per row count: a server's varied counts (new prompt tokens, each expert's
+    # share) must come down to a few, with little padding.
+    buckets = {n: row_bucket(n) for n in range(1, 4097)}
+    assert all(n <= b and row_bucket(b) == b for n, b in buckets.items())
+    assert all(b <= 16 or b - n < 16 for n, b in buckets.items() if n <= 128)
+    assert all(b <= 1.25 * n for n, b in buckets.items() if n > 128)
+    assert len(set(buckets.values())) <= 45
+    assert [row_bucket(n) for n in (1, 2, 3, 16, 17, 129)] == [1, 2, 4, 16, 32, 160]
+
+
+@pytest.mark.parametrize("rows", [3, 17, 33, 130])
+def test_a_matmuls_rows_do_not_depend_on_the_zero_rows_padding_them(rows):
+    # The bundled model's bf16 weights, packed for oneDNN: padded to its bucket, a matmul gives the rows
+    # it was asked for, the numbers of oneDNN over exactly those rows (a kernel for another row count
+    # may round a sum to the neighbouring bf16 value, as before buckets).
+    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
+    weight = bundled.model.decoder.layers[0].mlp.down_proj.weight
+    linear = _Linear(weight)
+    x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)).bfloat16()
+    if linear.packed is None:
+        pytest.skip("no packed oneDNN weights on this CPU: nothing is padded")
+    exact = torch.ops.mkldnn._linear_pointwise(x, linear.packed, None, "none", [], "")
+    assert row_bucket(rows) > rows
+    assert torch.allclose(linear(x).float(), exact.float(), rtol=2**-7, atol=0)
