@@ -64,19 +64,26 @@ def unsupported_reason(text: Any, tied: bool = True, device: torch.device | str 
 
 class _Linear:
     """x @ w.T; on a CPU with oneDNN and a bf16 weight, with the weight reordered once into oneDNN's
-    blocked layout (the plain layout is reordered again at every call, which dominates small matmuls)."""
+    blocked layout (the plain layout is reordered again at every call, which dominates small matmuls).
+    `single_rows`: the weight also serves one row at a time (a next-token step, one new prompt token),
+    which an fp32 copy through BLAS computes in a third of oneDNN's fixed cost per call."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, single_rows: bool = False) -> None:
         self.weight: torch.Tensor | None = weight.detach()
         self.out_features = weight.shape[0]
         self.packed = None
+        self.single: torch.Tensor | None = None
         if weight.device.type == "cpu" and weight.dtype == torch.bfloat16 and _mkldnn_linear():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, 16)
+            # bf16 products are exact in fp32, and oneDNN sums them in fp32 too: the same arithmetic
+            self.single = self.weight.float() if single_rows else None
             self.weight = None  # the packed copy is all a call needs; a copy made for it is freed
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is not None:
             return F.linear(x, self.weight)
+        if self.single is not None and x.numel() == x.shape[-1]:
+            return F.linear(x.float(), self.single).to(x.dtype)
         flat, rows = padded_rows(x)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
         return out[:rows].view(*x.shape[:-1], self.out_features)
@@ -86,13 +93,17 @@ class _GatedLinear:
     """gelu(x @ gate.T) * (x @ up.T), the first half of a gated MLP; with packed bf16 weights the gelu and
     the product are post-ops of oneDNN's two matmuls, applied to their fp32 sums (no tensor in between)."""
 
-    def __init__(self, gate: torch.Tensor, up: torch.Tensor) -> None:
-        self.gate, self.up = _Linear(gate), _Linear(up)
+    def __init__(self, gate: torch.Tensor, up: torch.Tensor, single_rows: bool = False) -> None:
+        self.gate, self.up = _Linear(gate, single_rows), _Linear(up, single_rows)
         self.out_features = up.shape[0]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate.packed is None or self.up.packed is None:
             return F.gelu(self.gate(x), approximate="tanh") * self.up(x)
+        if self.gate.single is not None and self.up.single is not None and x.numel() == x.shape[-1]:
+            single = x.float()  # rounded where oneDNN's post-ops round: the gelu, then the product
+            gated = F.gelu(F.linear(single, self.gate.single), approximate="tanh").to(x.dtype)
+            return (gated.float() * F.linear(single, self.up.single)).to(x.dtype)
         flat, rows = padded_rows(x)
         gated = torch.ops.mkldnn._linear_pointwise(flat, self.gate.packed, None, "gelu", [], "tanh")
         out = torch.ops.mkldnn._linear_pointwise.binary(flat, gated, self.up.packed, None, "mul")
@@ -164,7 +175,9 @@ class _Layer:
         self.separate_values = prefix + "self_attn.v_proj.weight" in weights
         projections = ["q_proj", "k_proj"] + (["v_proj"] if self.separate_values else [])
         # Linears that read the same input as one weight: [(heads + kv_heads [+ kv_heads]) * D, H]
-        self.qkv = _Linear(torch.cat([w(f"self_attn.{name}.weight") for name in projections]))
+        self.qkv = _Linear(
+            torch.cat([w(f"self_attn.{name}.weight") for name in projections]), single_rows=True
+        )
         # q_norm, k_norm (and v_norm, which has no scale) as one norm over the head vectors, scales stacked
         self.qk_scale = torch.cat(
             [w("self_attn.q_norm.weight").float().expand(self.heads, -1),
@@ -172,12 +185,14 @@ class _Layer:
         )  # fmt: skip
         self.qkv_scale = torch.cat([self.qk_scale, torch.ones_like(self.qk_scale[: self.kv_heads])])
         self.eps = text.rms_norm_eps
-        self.o_proj = _Linear(w("self_attn.o_proj.weight"))
+        self.o_proj = _Linear(w("self_attn.o_proj.weight"), single_rows=True)
         self.input_norm = norm("input_layernorm")
         self.post_attention_norm = norm("post_attention_layernorm")
         self.post_ff_norm = norm("post_feedforward_layernorm")
-        self.gate_up = _GatedLinear(w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"))  # H -> I
-        self.down = _Linear(w("mlp.down_proj.weight"))
+        self.gate_up = _GatedLinear(
+            w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"), single_rows=True
+        )  # H -> I
+        self.down = _Linear(w("mlp.down_proj.weight"), single_rows=True)
 
         # The three norms of the residual stream before the feed-forward blocks (dense MLP, experts, router)
         # as one, scales stacked [3, 1, 1, H]; the two after them (dense MLP's and experts' outputs) likewise.
@@ -192,14 +207,14 @@ class _Layer:
         self.post_ff_scales = scales("post_feedforward_layernorm_1", "post_feedforward_layernorm_2")
         self.router_scale = w("router.scale")
         self.router_root = text.hidden_size**-0.5
-        self.router_proj = _Linear(w("router.proj.weight"))
+        self.router_proj = _Linear(w("router.proj.weight"), single_rows=True)
         self.per_expert_scale = w("router.per_expert_scale")
         self.top_k = text.top_k_experts
         gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
         # Each expert alone, for many rows. Plain matmuls: their row counts change from call to call, and
         # oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
-        self.expert_gate_up = [_Linear(e) for e in gate_up]  # E x [2I', H]
-        self.expert_down = [_Linear(e) for e in down]  # E x [H, I']
+        self.expert_gate_up = [_Linear(e, single_rows=True) for e in gate_up]  # E x [2I', H]
+        self.expert_down = [_Linear(e, single_rows=True) for e in down]  # E x [H, I']
         # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs,
         # each chosen expert's output rounded and weighed as the sparse path does, so that a prompt's
         # keys and values are the same however its tokens were split between prefills.

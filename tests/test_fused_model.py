@@ -22,7 +22,7 @@ from engine.backbone import ModuleBackbone, backbone_of
 from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_config import FusedConfig
-from engine.fused_model import FusedModel, _Linear, row_bucket, unsupported_reason
+from engine.fused_model import FusedModel, _GatedLinear, _Linear, row_bucket, unsupported_reason
 from engine.loading import text_config
 from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
@@ -397,3 +397,25 @@ def test_a_matmuls_rows_do_not_depend_on_the_zero_rows_padding_them(rows):
     exact = torch.ops.mkldnn._linear_pointwise(x, linear.packed, None, "none", [], "")
     assert row_bucket(rows) > rows
     assert torch.allclose(linear(x).float(), exact.float(), rtol=2**-7, atol=0)
+
+
+def test_a_single_row_through_fp32_blas_is_onednns_arithmetic():
+    # One row (a next-token step) runs through an fp32 copy of the weight: bf16 products are exact in
+    # fp32 and oneDNN sums them in fp32 too, so only the order of the sums differs (a bf16 rounding).
+    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
+    mlp = bundled.model.decoder.layers[0].mlp
+    linear = _Linear(mlp.down_proj.weight, single_rows=True)
+    gated = _GatedLinear(mlp.gate_proj.weight, mlp.up_proj.weight, single_rows=True)
+    if linear.packed is None:
+        pytest.skip("no packed oneDNN weights on this CPU: one row takes the same path as many")
+    g = torch.Generator().manual_seed(0)
+    row = torch.randn(1, 1, mlp.down_proj.weight.shape[1], generator=g).bfloat16()
+    onednn = torch.ops.mkldnn._linear_pointwise(row[0], linear.packed, None, "none", [], "")
+    assert linear(row).shape == (1, 1, linear.out_features)
+    assert torch.allclose(linear(row)[0].float(), onednn.float(), rtol=2**-7, atol=0)
+    x = torch.randn(1, mlp.gate_proj.weight.shape[1], generator=g).bfloat16()
+    gate = torch.ops.mkldnn._linear_pointwise(x, gated.gate.packed, None, "gelu", [], "tanh")
+    both = torch.ops.mkldnn._linear_pointwise.binary(x, gate, gated.up.packed, None, "mul")
+    assert torch.allclose(gated(x).float(), both.float(), rtol=2**-7, atol=0)
+    two_rows = torch.cat([x, x])  # more rows take oneDNN's path
+    assert torch.equal(gated(two_rows)[1], both[0])
