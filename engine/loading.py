@@ -136,9 +136,9 @@ def native_bf16(device: str) -> bool:
 # oneDNN (the bf16 matrix kernels) keeps a kernel per input shape in two caches of 1,024 entries, and a
 # completion's shapes change with every prompt length and every expert's share of tokens: left at
 # their defaults the server's memory grew by hundreds of MB over a session (README, "Memory").
-def bound_kernel_caches(primitives: int = 128) -> None:
+def bound_kernel_caches(primitives: int = 64) -> None:
     """Cap oneDNN's per-shape kernel caches (read at their first use), unless the user set them. The
-    server keeps 128 primitives, its matmuls' row counts rounded to a few buckets (README, "Memory")."""
+    server keeps 64 primitives, its matmuls' row counts rounded to a few buckets (README, "Memory")."""
     os.environ.setdefault("LRU_CACHE_CAPACITY", "1")
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(primitives))
 
