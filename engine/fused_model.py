@@ -66,7 +66,7 @@ class _Linear:
     """x @ w.T; on a CPU with oneDNN and a bf16 weight, with the weight reordered once into oneDNN's
     blocked layout (the plain layout is reordered again at every call, which dominates small matmuls).
     `single_rows`: the weight also serves one row at a time (a next-token step, one new prompt token),
-    which an fp32 copy through BLAS computes in a third of oneDNN's fixed cost per call."""
+    which an fp32 copy through BLAS computes without oneDNN's fixed cost per call."""
 
     def __init__(self, weight: torch.Tensor, single_rows: bool = False) -> None:
         self.weight: torch.Tensor | None = weight.detach()
@@ -111,10 +111,9 @@ class _GatedLinear:
 
 
 def padded_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """`x` as rows [N', H], zero rows added up to `row_bucket(N)`, and N: oneDNN builds and caches a
-    kernel per row count, and a server's row counts (new prompt tokens, each expert's share) change with
-    every request, so without buckets the few kernels a canvas's steps use were evicted and rebuilt at
-    every completion (README, "Memory"). A row's result does not depend on the rows beside it."""
+    """`x` as rows [N', H] with zero rows added up to `row_bucket(N)`, and N: oneDNN caches a kernel per
+    row count, and a server's row counts (new prompt tokens, each expert's share) change with every
+    request; a few counts keep a canvas step's kernels cached (README, "Memory")."""
     flat = x.reshape(-1, x.shape[-1])
     rows = flat.shape[0]
     bucket = row_bucket(rows)
@@ -211,8 +210,8 @@ class _Layer:
         self.per_expert_scale = w("router.per_expert_scale")
         self.top_k = text.top_k_experts
         gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
-        # Each expert alone, for many rows. Plain matmuls: their row counts change from call to call, and
-        # oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
+        # Each expert alone, for many rows or one. Plain matmuls: their row counts change from call to call,
+        # and oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
         self.expert_gate_up = [_Linear(e, single_rows=True) for e in gate_up]  # E x [2I', H]
         self.expert_down = [_Linear(e, single_rows=True) for e in down]  # E x [H, I']
         # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs,
