@@ -82,7 +82,7 @@ class _Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is not None:
             return F.linear(x, self.weight)
-        if self.single is not None and x.numel() == x.shape[-1]:
+        if self.single is not None and _one_row(x):
             return F.linear(x.float(), self.single).to(x.dtype)
         flat, rows = padded_rows(x)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
@@ -100,7 +100,7 @@ class _GatedLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate.packed is None or self.up.packed is None:
             return F.gelu(self.gate(x), approximate="tanh") * self.up(x)
-        if self.gate.single is not None and self.up.single is not None and x.numel() == x.shape[-1]:
+        if self.gate.single is not None and self.up.single is not None and _one_row(x):
             single = x.float()  # rounded where oneDNN's post-ops round: the gelu, then the product
             gated = F.gelu(F.linear(single, self.gate.single), approximate="tanh").to(x.dtype)
             return (gated.float() * F.linear(single, self.up.single)).to(x.dtype)
@@ -108,6 +108,10 @@ class _GatedLinear:
         gated = torch.ops.mkldnn._linear_pointwise(flat, self.gate.packed, None, "gelu", [], "tanh")
         out = torch.ops.mkldnn._linear_pointwise.binary(flat, gated, self.up.packed, None, "mul")
         return out[:rows].view(*x.shape[:-1], self.out_features)
+
+
+def _one_row(x: torch.Tensor) -> bool:
+    return x.numel() == x.shape[-1]
 
 
 def padded_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -269,11 +273,10 @@ class _Layer:
     def all_experts(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """Every expert over every row, weighed by the routing (zero for experts not chosen): each
         chosen expert's output is computed and weighed as in the sparse path, so the sum is the same."""
-        rows, experts = x.shape[0], len(self.expert_gate_up)
-        share = self.shares(index, weights)
-        bucket = row_bucket(rows)  # the batched matmul's kernels are cached per row count too
-        if bucket != rows:
-            x, share = F.pad(x, (0, 0, 0, bucket - rows)), F.pad(share, (0, 0, 0, bucket - rows))
+        experts = len(self.expert_gate_up)
+        x, rows = padded_rows(x)  # the batched matmul's kernels are cached per row count too
+        bucket = x.shape[0]
+        share = F.pad(self.shares(index, weights), (0, 0, 0, bucket - rows))
         gate, up = self.all_gate_up(x).view(bucket, experts, 2, -1).unbind(2)  # [N', E, I'] each
         hidden = (F.gelu(gate, approximate="tanh") * up).transpose(0, 1)  # [E, N', I']
         out = torch.bmm(hidden, self.all_down)  # [E, N', H]
