@@ -4,7 +4,6 @@ modules elsewhere (`ModuleBackbone`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -16,8 +15,14 @@ if TYPE_CHECKING:
 
     from engine.kv_cache import KVCache
 
-# One denoising step of a canvas: (tokens [B, C], previous step's logits or None) -> logits [B, C, V].
-DecoderStep = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+class DecoderStep(Protocol):
+    def __call__(
+        self, tokens: torch.Tensor, previous: torch.Tensor | None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One denoising step of a canvas: (tokens [B, C], previous step's logits or None) -> logits
+        [B, C, V], written into `out` ([B, C, V] fp32) where the backbone can: use what it returns."""
+        ...
 
 
 class Backbone(Protocol):
@@ -64,7 +69,11 @@ class ModuleBackbone:
     def canvas_step(self, cache: Cache, canvas: torch.Tensor, positions: torch.Tensor) -> DecoderStep:
         model = self.model
         masks = decoder_masks(model, canvas, cache)
-        return lambda tokens, previous: denoise_logits(model, tokens, cache, positions, masks, previous)
+
+        def step(tokens: torch.Tensor, previous: torch.Tensor | None, out: torch.Tensor | None = None):
+            return denoise_logits(model, tokens, cache, positions, masks, previous)  # in the model's dtype
+
+        return step
 
     def next_token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return lm_logits(self.model, hidden)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
+from engine.buffers import Buffers
 from engine.forward import softcap_
 from engine.fused_config import FusedConfig
 from engine.kv_cache import KVCache
@@ -379,21 +380,38 @@ class CanvasStep:
         ]
 
     @torch.inference_mode()
-    def __call__(self, canvas: torch.Tensor, self_conditioning: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits of one denoising step ([B, C] tokens, previous logits or None) -> [B, C, V] fp32."""
+    def __call__(
+        self,
+        canvas: torch.Tensor,
+        self_conditioning: torch.Tensor | None = None,
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits of one denoising step ([B, C] tokens, previous logits or None) -> [B, C, V] fp32, written
+        into `out` when given (else a fresh tensor)."""
         fused = self.fused
         hidden = F.embedding(canvas, fused.embedding) * fused.embed_scale
         if self_conditioning is not None:
-            probs = self_conditioning.softmax(dim=-1, dtype=torch.float32).to(fused.dtype)
-            soft = fused.soft_embedding(probs)
+            soft = fused.soft_embedding(self._probabilities(self_conditioning))
             signal = fused.sc_pre_norm(soft * fused.embed_scale)
             hidden = hidden + fused.sc_down(fused.sc_gate_up(signal))
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
         for layer, attend in zip(fused.layers, self.attends, strict=True):
             cos, sin = self.rotary[layer.layer_type]
             hidden = layer(hidden, cos, sin, attend, layer.decoder_scalar, canvas=True)
-        logits = fused.head(fused.final_norm(hidden)).float()  # [B, C, V], a fresh tensor: in place below
+        logits = fused.head(fused.final_norm(hidden))  # [B, C, V]
+        logits = logits.float() if out is None else out.copy_(logits)  # fp32, softcapped in place below
         return softcap_(logits, fused.softcap)
+
+    def _probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """softmax(`logits`) in fp32, rounded to the model's dtype: the self-conditioning input, worked out
+        in the model's kept buffers."""
+        fused = self.fused
+        probs = fused.buffers.get("self_conditioning", logits.shape, torch.float32, logits.device)
+        torch.softmax(logits, dim=-1, dtype=torch.float32, out=probs)
+        if fused.dtype == torch.float32:
+            return probs
+        rounded = fused.buffers.get("self_conditioning_rounded", logits.shape, fused.dtype, logits.device)
+        return rounded.copy_(probs)
 
 
 def _attend_canvas(
@@ -450,6 +468,7 @@ class FusedModel:
         self.layers = [_Layer(weights, index, kind, text) for index, kind in enumerate(layer_types)]
         self.final_norm = _Norm(weights["model.decoder.norm.weight"], text.rms_norm_eps)
         self.sliding_window = text.sliding_window or 0
+        self.buffers = Buffers()  # a step's arrays over the vocabulary, kept between steps and requests
 
     @classmethod
     def of_module(cls, model: torch.nn.Module) -> FusedModel:

@@ -18,6 +18,7 @@ import torch
 from engine.api import CancelToken, Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
+from engine.buffers import Buffers
 from engine.prompt_cache import PromptCache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
@@ -58,6 +59,7 @@ class LocalEngine:
         )
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         self.prompt_cache = PromptCache(backbone)
+        self.buffers = Buffers()  # the sampler's arrays over the vocabulary, kept between requests
         # Our fill-in-the-middle checkpoints train the encoder's next-token head on prompt + middle
         # (training/objective.py); nothing says the released chat checkpoint's writes a middle.
         self.writes_next_token_drafts = prompt_format.family == "fim"
@@ -128,7 +130,7 @@ class LocalEngine:
             canvas_start = time.perf_counter()
             outcome = denoise(
                 self.backbone, cache, spec, settings, self.bias, self.eos_ids, generator,
-                deadline=request.deadline, cancel=request.cancel,
+                deadline=request.deadline, cancel=request.cancel, buffers=self.buffers,
             )  # fmt: skip
             canvas_s += time.perf_counter() - canvas_start
             steps += outcome.steps

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine.api import CancelToken, StopReason
+from engine.buffers import Buffers
 
 if TYPE_CHECKING:
     from transformers import Cache
@@ -97,26 +98,42 @@ def temperature(settings: SamplerSettings, remaining: int) -> float:
     return settings.t_min + (settings.t_max - settings.t_min) * remaining / settings.max_steps
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of `probs` ([..., V]) by inverse CDF (cheaper on CPU than multinomial)."""
+def sample(probs: torch.Tensor, generator: torch.Generator, in_place: bool = False) -> torch.Tensor:
+    """One token per row of `probs` ([..., V]) by inverse CDF (cheaper on CPU than multinomial);
+    `in_place`: `probs` may be overwritten by its cumulative sums."""
     draw = torch.rand(*probs.shape[:-1], 1, generator=generator, device=probs.device)
-    index = torch.searchsorted(probs.cumsum(dim=-1), draw).squeeze(-1)
+    cdf = probs.cumsum_(dim=-1) if in_place else probs.cumsum(dim=-1)
+    index = torch.searchsorted(cdf, draw).squeeze(-1)
     return index.clamp_(max=probs.shape[-1] - 1)  # [...]
 
 
 def sample_where(
-    probs: torch.Tensor, where: torch.Tensor, fallback: torch.Tensor, generator: torch.Generator
+    probs: torch.Tensor,
+    where: torch.Tensor,
+    fallback: torch.Tensor,
+    generator: torch.Generator,
+    scratch: torch.Tensor | None = None,
 ):
     """Tokens sampled from `probs` ([B, C, V]) at the `where` positions ([B, C] bool), `fallback` elsewhere:
-    only the positions that are kept pay for a cumulative sum over the vocabulary."""
+    only the positions that are kept pay for a cumulative sum over the vocabulary (in `scratch`, as
+    large as `probs`, when given)."""
     out = fallback.clone()
-    out[where] = sample(probs[where], generator)
+    vocab = probs.shape[-1]
+    index = where.reshape(-1).nonzero().squeeze(-1)
+    rows = probs.reshape(-1, vocab)
+    into = None if scratch is None else scratch.view(-1, vocab)[: len(index)]
+    kept = torch.index_select(rows, 0, index, out=into)
+    out[where] = sample(kept, generator, in_place=True)
     return out  # [B, C]
 
 
-def confidence_of(logits: torch.Tensor, bias: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Probability of `tokens` ([B, C]) at temperature 1."""
-    return (logits.float() + bias).softmax(dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+def confidence_of(
+    logits: torch.Tensor, bias: torch.Tensor, tokens: torch.Tensor, scratch: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Probability of `tokens` ([B, C]) at temperature 1 (worked out in `scratch`, shaped like `logits`,
+    when given)."""
+    scaled = torch.add(logits.float(), bias, out=scratch)
+    return torch.softmax(scaled, dim=-1, out=scaled).gather(-1, tokens[..., None]).squeeze(-1)
 
 
 def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
@@ -176,8 +193,10 @@ def denoise(
     generator: torch.Generator,
     deadline: float | None = None,
     cancel: CancelToken | None = None,
+    buffers: Buffers | None = None,
 ) -> CanvasOutcome:
-    """Denoise one canvas; `cache` holds the encoded prompt and is only read.
+    """Denoise one canvas; `cache` holds the encoded prompt and is only read; `buffers`: where the
+    arrays over the vocabulary are worked out (the engine's, kept from one request to the next).
 
     All tensors live on the backbone's device (bias, eos_ids, spec and generator included).
     """
@@ -186,6 +205,10 @@ def denoise(
     start = cache.get_seq_length()
     positions = torch.arange(start, start + length, device=spec.init.device)[None]  # [1, C]
     step = backbone.canvas_step(cache, spec.init, positions)
+    buffers = buffers if buffers is not None else Buffers()
+    shape, device = (batch, length, vocab), spec.init.device
+    names = ("logits", "processed", "log_probs", "probs")
+    logits_out, processed, log_probs, probs = (buffers.get(n, shape, torch.float32, device) for n in names)
     fixed = spec.fixed
     canvas = spec.init.clone()
     final = spec.init.clone()
@@ -198,17 +221,17 @@ def denoise(
     forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
         forward_start = time.perf_counter()
-        logits = step(canvas, self_conditioning)  # [B, C, V]
-        scaled = logits.float() + bias  # [B, C, V]; a new tensor, so scaled in place below
+        logits = step(canvas, self_conditioning, out=logits_out)  # [B, C, V]
+        torch.add(logits.float(), bias, out=processed)
         if spec.min_tokens:
-            scaled[:, : spec.min_tokens, eos_ids] = _SUPPRESS
+            processed[:, : spec.min_tokens, eos_ids] = _SUPPRESS
         forward_s += time.perf_counter() - forward_start
         steps += 1
-        processed = scaled.mul_(1.0 / temperature(settings, remaining))  # what the reference samples from
-        log_probs = processed.log_softmax(dim=-1)
-        probs = log_probs.exp()
-        entropy = -(probs * log_probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]
+        processed.mul_(1.0 / temperature(settings, remaining))  # what the reference samples from
+        torch.log_softmax(processed, dim=-1, out=log_probs)
+        torch.exp(log_probs, out=probs)
         argmax = torch.where(fixed, spec.init, log_probs.max(dim=-1).indices)  # max: ~3x faster than argmax
+        entropy = -log_probs.mul_(probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]; log_probs spent
         accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
         if spec.sticky is not None:
             # A seed or draft token stays what the row shows until the model accepts a replacement
@@ -220,23 +243,20 @@ def denoise(
         noise = noise_canvas(batch, length, vocab, generator)
         if spec.sticky is not None:
             noise = torch.where(spec.sticky, spec.init, noise)
-        next_canvas = torch.where(fixed, spec.init, sample_where(probs, accepted & ~fixed, noise, generator))
+        sampled = sample_where(probs, accepted & ~fixed, noise, generator, scratch=log_probs)
+        next_canvas = torch.where(fixed, spec.init, sampled)
         # Rows that already converged keep what they had; the others move on.
         live_row = ~done[:, None]
         final = torch.where(live_row, argmax, final)
         canvas = torch.where(live_row, next_canvas, canvas)
         newly_done = stopper.update(argmax, settled_entropy) & ~done
         if bool(newly_done.any()):  # a row's confidence is read once, when it stops changing
-            final_confidence[newly_done] = confidence_of(logits[newly_done], bias, final[newly_done])
+            confidence = confidence_of(logits, bias, final, scratch=log_probs)
+            final_confidence[newly_done] = confidence[newly_done]
         done |= newly_done
-        # The next step sees this step's processed logits, as in transformers' generate; a row that
-        # stopped keeps what it saw last (a pass over the vocabulary only when one had stopped).
-        processed = processed.to(logits.dtype)
-        self_conditioning = (
-            processed
-            if self_conditioning is None or bool(live_row.all())
-            else torch.where(live_row[..., None], processed, self_conditioning)
-        )
+        # The next step sees this step's processed logits, in the step's dtype, as in transformers'
+        # generate (a converged row's output is no longer read, so what it sees does not matter).
+        self_conditioning = processed.to(logits.dtype)
         if bool(done.all()) or (spec.enough and int(done.sum()) >= spec.enough):
             reason = "converged"
             break
@@ -250,7 +270,7 @@ def denoise(
             break
     if steps and not bool(done.all()):  # the rows still moving: confidence from the last step's logits
         rows = ~done
-        final_confidence[rows] = confidence_of(logits[rows], bias, final[rows])
+        final_confidence[rows] = confidence_of(logits, bias, final, scratch=log_probs)[rows]
     return CanvasOutcome(
         tokens=final, confidence=final_confidence, steps=steps, reason=reason, forward_ms=forward_s * 1000
     )

@@ -32,9 +32,9 @@ class BackboneSpy:
     def canvas_step(self, cache, canvas, positions):
         step = self.backbone.canvas_step(cache, canvas, positions)
 
-        def spied(tokens, previous):
+        def spied(tokens, previous, out=None):
             self.canvases.append(tokens.clone())
-            out = step(tokens, previous)
+            out = step(tokens, previous, out)
             if self.on_call is not None:
                 self.on_call(len(self.canvases))
             return out

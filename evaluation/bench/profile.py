@@ -20,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
+from dgemma_lsp.runtime.heap import hold_mmap_threshold
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import load_engine
 from engine.api import InfillResult
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         help="prefill and steps through the fused layers, transformers' modules, or both in turns",
     )
     args = parser.parse_args(argv)
+    hold_mmap_threshold()  # the server's heap, so the times are the server's
     engine = load_engine(args.model, device="cpu")
     text = DEMO.read_text()
     cursor = text.index("return \n") + len("return ")

@@ -18,6 +18,7 @@ import torch
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
+from dgemma_lsp.runtime.heap import hold_mmap_threshold
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from engine import load_engine
 from engine.api import Engine
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
+    hold_mmap_threshold()  # the server's heap, so the times are the server's
     engine = load_engine(args.model, device="cpu", threads=args.threads)
     options = Options(completion=CompletionOptions(latency_budget_ms=0))
     registry = LanguageRegistry()
