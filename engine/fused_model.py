@@ -357,15 +357,16 @@ class CanvasStep:
         length = positions.shape[-1]
         dtype = fused.dtype
         self.rotary = fused.rotary_tables(positions)
-        # Per layer: the prompt's keys and values followed by room for the canvas's, written each step.
+        # Per layer: the prompt's keys and values followed by room for the canvas's, written each step, in
+        # the model's kept buffers (one canvas is denoised at a time).
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
         for layer in fused.layers:
             cached = cache.layers[layer.index]
             prompt = cached.keys.shape[-2] if cached.keys is not None and cached.keys.numel() else 0
             shape = (batch, layer.kv_heads, prompt + length, layer.head_dim)
-            keys = torch.empty(shape, dtype=dtype, device=positions.device)
-            values = torch.empty(shape, dtype=dtype, device=positions.device)
+            keys = fused.buffers.get(f"keys.{layer.index}", shape, dtype, positions.device)
+            values = fused.buffers.get(f"values.{layer.index}", shape, dtype, positions.device)
             if prompt:
                 keys[:, :, :prompt] = cached.keys
                 values[:, :, :prompt] = cached.values
