@@ -528,6 +528,13 @@ class FusedModel:
         keys, values = cache.update(keys, values, layer.index)  # the cache's tail then these: [B, kv, K, D]
         window = self.sliding_window if layer.layer_type == "sliding_attention" else 0
         total = keys.shape[-2]
+        gqa = layer.heads != layer.kv_heads
+        if total == positions.shape[0] > 1 and not (window and total > window):
+            # Nothing cached before these tokens: plain causal attention, which needs no [T, T] mask and
+            # skips the blocks it would hide.
+            return F.scaled_dot_product_attention(
+                queries, keys, values, is_causal=True, scale=1.0, enable_gqa=gqa
+            )
         mask = None
         if positions.shape[0] > 1 or (window and total > window):
             last = int(positions[-1])
@@ -536,5 +543,5 @@ class FusedModel:
             if window:
                 mask &= key_positions[None, :] > positions[:, None] - window
         return F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask, scale=1.0, enable_gqa=layer.heads != layer.kv_heads
+            queries, keys, values, attn_mask=mask, scale=1.0, enable_gqa=gqa
         )
