@@ -67,23 +67,25 @@ class _Linear:
     """x @ w.T; on a CPU with oneDNN and a bf16 weight, with the weight reordered once into oneDNN's
     blocked layout (the plain layout is reordered again at every call, which dominates small matmuls).
     `single_rows`: the weight also serves one row at a time (a next-token step, one new prompt token),
-    which an fp32 copy through BLAS computes without oneDNN's fixed cost per call."""
+    which an fp32 copy through BLAS computes without oneDNN's fixed cost per call; `narrow`: a weight of
+    a few outputs (the router's), which that copy computes faster at any row count."""
 
-    def __init__(self, weight: torch.Tensor, single_rows: bool = False) -> None:
+    def __init__(self, weight: torch.Tensor, single_rows: bool = False, narrow: bool = False) -> None:
         self.weight: torch.Tensor | None = weight.detach()
         self.out_features = weight.shape[0]
         self.packed = None
+        self.narrow = narrow
         self.single: torch.Tensor | None = None
         if weight.device.type == "cpu" and weight.dtype == torch.bfloat16 and _mkldnn_linear():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, 16)
             # bf16 products are exact in fp32, and oneDNN sums them in fp32 too: the same arithmetic
-            self.single = self.weight.float() if single_rows else None
+            self.single = self.weight.float() if single_rows or narrow else None
             self.weight = None  # the packed copy is all a call needs; a copy made for it is freed
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is not None:
             return F.linear(x, self.weight)
-        if self.single is not None and _one_row(x):
+        if self.single is not None and (self.narrow or _one_row(x)):
             return F.linear(x.float(), self.single).to(x.dtype)
         flat, rows = padded_rows(x)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, None, "none", [], "")
@@ -211,7 +213,7 @@ class _Layer:
         self.post_ff_scales = scales("post_feedforward_layernorm_1", "post_feedforward_layernorm_2")
         self.router_scale = w("router.scale")
         self.router_root = text.hidden_size**-0.5
-        self.router_proj = _Linear(w("router.proj.weight"), single_rows=True)
+        self.router_proj = _Linear(w("router.proj.weight"), narrow=True)  # H -> E
         self.per_expert_scale = w("router.per_expert_scale")
         self.top_k = text.top_k_experts
         gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
