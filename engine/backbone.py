@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class DecoderStep(Protocol):
     def __call__(
-        self, tokens: torch.Tensor, previous: torch.Tensor | None, out: torch.Tensor | None = None
+        self, tokens: torch.Tensor, previous: torch.Tensor | None, /, out: torch.Tensor | None = None
     ) -> torch.Tensor:
         """One denoising step of a canvas: (tokens [B, C], previous step's logits or None) -> logits
         [B, C, V], written into `out` ([B, C, V] fp32) where the backbone can: use what it returns."""
