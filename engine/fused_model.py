@@ -529,21 +529,19 @@ class FusedModel:
         (within the sliding window on a sliding layer)."""
         keys, values = cache.update(keys, values, layer.index)  # the cache's tail then these: [B, kv, K, D]
         window = self.sliding_window if layer.layer_type == "sliding_attention" else 0
-        total = keys.shape[-2]
-        gqa = layer.heads != layer.kv_heads
-        if total == positions.shape[0] > 1 and not (window and total > window):
-            # Nothing cached before these tokens: plain causal attention, which needs no [T, T] mask and
-            # skips the blocks it would hide.
-            return F.scaled_dot_product_attention(
-                queries, keys, values, is_causal=True, scale=1.0, enable_gqa=gqa
-            )
+        total, length = keys.shape[-2], positions.shape[0]
+        outside_window = bool(window) and total > window
+        # Nothing cached before these tokens: plain causal attention, which needs no [T, T] mask and skips
+        # the blocks it would hide.
+        causal = total == length > 1 and not outside_window
         mask = None
-        if positions.shape[0] > 1 or (window and total > window):
+        if not causal and (length > 1 or outside_window):
             last = int(positions[-1])
             key_positions = torch.arange(last + 1 - total, last + 1, device=positions.device)
             mask = key_positions[None, :] <= positions[:, None]  # [T, K]
             if window:
                 mask &= key_positions[None, :] > positions[:, None] - window
         return F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=mask, scale=1.0, enable_gqa=gqa
-        )
+            queries, keys, values, attn_mask=mask, is_causal=causal, scale=1.0,
+            enable_gqa=layer.heads != layer.kv_heads,
+        )  # fmt: skip

@@ -117,13 +117,13 @@ def sample_where(
     """Tokens sampled from `probs` ([B, C, V]) at the `where` positions ([B, C] bool), `fallback` elsewhere:
     only the positions that are kept pay for a cumulative sum over the vocabulary (in `scratch`, as
     large as `probs`, when given)."""
-    out = fallback.clone()
+    out = fallback.clone(memory_format=torch.contiguous_format)
     vocab = probs.shape[-1]
     index = where.reshape(-1).nonzero().squeeze(-1)
     rows = probs.reshape(-1, vocab)
     into = None if scratch is None else scratch.view(-1, vocab)[: len(index)]
     kept = torch.index_select(rows, 0, index, out=into)
-    out[where] = sample(kept, generator, in_place=True)
+    out.view(-1)[index] = sample(kept, generator, in_place=True)  # the positions `where` picks, in order
     return out  # [B, C]
 
 

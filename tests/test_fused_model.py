@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
 from engine.backbone import ModuleBackbone, backbone_of
@@ -419,3 +420,20 @@ def test_a_single_row_through_fp32_blas_is_onednns_arithmetic():
     assert torch.allclose(gated(x).float(), both.float(), rtol=2**-7, atol=0)
     two_rows = torch.cat([x, x])  # more rows take oneDNN's path
     assert torch.equal(gated(two_rows)[1], both[0])
+
+
+def test_a_narrow_weight_goes_through_fp32_blas_at_any_row_count():
+    # The router's 8 outputs: BLAS on the fp32 copy beats oneDNN's fixed cost per call at every row count,
+    # with oneDNN's arithmetic (bf16 products summed in fp32, rounded once).
+    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
+    weight = bundled.model.decoder.layers[0].router.proj.weight
+    router = _Linear(weight, narrow=True)
+    if router.packed is None:
+        pytest.skip("no packed oneDNN weights on this CPU: the plain weight serves every call")
+    assert router.single is not None
+    g = torch.Generator().manual_seed(1)
+    for rows in (1, 16, 48):
+        x = torch.randn(rows, weight.shape[1], generator=g).bfloat16()
+        onednn = torch.ops.mkldnn._linear_pointwise(x, router.packed, None, "none", [], "")
+        assert torch.allclose(router(x).float(), onednn.float(), rtol=2**-7, atol=0)
+        assert torch.equal(router(x), F.linear(x.float(), weight.float()).to(torch.bfloat16))
