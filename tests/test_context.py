@@ -46,7 +46,7 @@ def context_for(registry, path: str, *, with_tree: bool = True, **kwargs) -> Com
 # path: (mode, min_indent, closing_text, scope node type)
 EXPECTED = {
     "python/function_body.py": ("block", 4, None, None),
-    "python/method_statements.py": ("multi_line", 8, None, None),
+    "python/method_statements.py": ("single_line", 8, None, None),
     "python/call_arguments.py": ("single_line", 8, None, None),
     "javascript/function_body.js": ("block", 2, "}", "statement_block"),
     "javascript/arrow_argument.js": ("single_line", 0, None, None),
@@ -112,7 +112,7 @@ def test_fixture_mode_and_stop(registry, path):
     ("path", "mode"),
     [
         ("python/function_body.py", "block"),
-        ("python/method_statements.py", "multi_line"),
+        ("python/method_statements.py", "single_line"),
         ("python/call_arguments.py", "single_line"),
         ("javascript/function_body.js", "block"),
         ("lua/function_body.lua", "block"),
@@ -147,6 +147,12 @@ def test_unknown_language_uses_bracket_heuristics():
         ("<|cursor|>", "block", 0),  # empty file
         ("if x:\n    pass\n<|cursor|>\n", "multi_line", 0),
         ("class A:\n    def f(self):\n        pass\n\n    <|cursor|>\n", "multi_line", 4),
+        # A gap between statements, or before a body that already exists: one line at a time.
+        ("def f():\n    a = 1\n    <|cursor|>\n    return a\n", "single_line", 4),
+        ("def f():\n<|cursor|>\n    return 1\n", "single_line", 4),
+        ("x = 1\n<|cursor|>\ny = 2\n", "single_line", 0),
+        # The end of a body: the code after the cursor is indented less.
+        ("def f():\n    a = 1\n    <|cursor|>\nx = f()\n", "multi_line", 4),
     ],
 )
 def test_python_mode_rules(registry, text, mode, min_indent):
@@ -167,6 +173,12 @@ def test_same_line_braces_and_an_unindented_blank_line_in_a_block(registry):
     assert (ctx.mode, ctx.stop) == ("block", Stop(2, "}", 15))
     text = "function f() {\n  a();\n\n  b();\n}\n"
     cursor = text.index("\n\n") + 1
+    ctx = build_context(
+        text, cursor, count_tokens=count_tokens, spec=spec, tree=SyntaxTree(grammar, text.encode())
+    )
+    assert (ctx.mode, ctx.stop.min_indent) == ("single_line", 2)
+    text = "function f() {\n  a();\n  \n}\n"
+    cursor = text.index("  \n") + 2
     ctx = build_context(
         text, cursor, count_tokens=count_tokens, spec=spec, tree=SyntaxTree(grammar, text.encode())
     )

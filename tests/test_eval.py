@@ -303,8 +303,8 @@ def test_eval_end_to_end_diffusion_only(tiny_model_dir, tmp_path, one_thread, ca
         completion = row["completions"]["diffusion"]
         assert set(completion) == COMPLETION_KEYS
         assert completion["passed"] is False and completion["execution"] in ("failed", "timeout")
-        # The cursor sits on the empty line a whole-line gap leaves: the server decides the mode.
-        assert completion["mode"] in ("multi_line", "block") and completion["tokens"] <= 96
+        # The cursor sits on the empty line a whole-line gap leaves, the body going on below it: one line.
+        assert completion["mode"] == "single_line" and completion["tokens"] <= 32
         assert completion["offered"] == bool(completion["text"])
         assert not row["reference"].endswith("\n")
 

@@ -9,8 +9,10 @@ Mode, first rule that applies:
   that closes it;
 - other code before the cursor -> single_line;
 - blank line: block if the previous code line opens a block whose body is still empty (the
-  next code line is that block's closing line, or for Python is not indented deeper), else
-  multi_line. An empty file is a block.
+  next code line is that block's closing line, or for Python is not indented deeper); otherwise
+  single_line when code at the cursor's indentation (or deeper) follows, since a gap between two
+  statements is most often filled one line at a time (Enter after accepting asks again), else
+  multi_line (the end of a body, or of the file). An empty file is a block.
 "Body empty" uses the tree's enclosing block (its closing token's row) when there is one, and
 indentation otherwise.
 
@@ -149,12 +151,16 @@ class Scope:
             return "block", stop(len(before))
         if prev is not None and self.opens_block(lines.line(prev)):
             # Whitespace already before the cursor is the editor's (or user's) choice of indent.
-            body_indent = len(before) or indent_of(lines.line(prev)) + len(unit)
-            mode = "multi_line" if self.body_follows(prev, block) else "block"
-            return mode, stop(body_indent)
-        indent = len(before)
-        if not indent and block is not None:
-            # An unindented blank line inside a block: assume the block's body indentation.
-            block_row = lines.row_of(lines.offset_of_byte(block.start_byte))
-            indent = indent_of(lines.line(block_row)) + len(unit)
+            indent = len(before) or indent_of(lines.line(prev)) + len(unit)
+            if not self.body_follows(prev, block):
+                return "block", stop(indent)
+        else:
+            indent = len(before)
+            if not indent and block is not None:
+                # An unindented blank line inside a block: assume the block's body indentation.
+                block_row = lines.row_of(lines.offset_of_byte(block.start_byte))
+                indent = indent_of(lines.line(block_row)) + len(unit)
+        following = self.code_row(1)
+        if following is not None and not after.strip() and indent_of(lines.line(following)) >= indent:
+            return "single_line", stop(indent)
         return "multi_line", stop(indent)
