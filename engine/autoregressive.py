@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine.api import CancelToken, Candidate, InfillRequest, InfillResult, StopReason, Timings
+from engine.sampler import argmax_last
 
 if TYPE_CHECKING:
     from transformers import Cache
@@ -55,7 +56,7 @@ def greedy_tokens(
         if len(out.tokens) < min_tokens:
             logits[engine.eos_ids] = float("-inf")
         out.steps += 1
-        token = int(logits.argmax())
+        token = int(argmax_last(logits))
         if token in engine.format.eos_ids:
             out.reason = "eos"
             return out

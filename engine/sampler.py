@@ -136,6 +136,16 @@ def confidence_of(
     return torch.softmax(scaled, dim=-1, out=scaled).gather(-1, tokens[..., None]).squeeze(-1)
 
 
+def argmax_last(values: torch.Tensor) -> torch.Tensor:
+    """Index of the largest value over the last dimension (the first one on ties, as torch's max): on the
+    CPU through numpy, whose vectorised argmax over a vocabulary row is an order of magnitude faster
+    than torch's reductions with an index."""
+    if values.device.type != "cpu" or values.dtype != torch.float32 or not values.is_contiguous():
+        return values.max(dim=-1).indices
+    rows = values.view(-1, values.shape[-1]).numpy()
+    return torch.from_numpy(rows.argmax(axis=-1)).view(values.shape[:-1])
+
+
 def entropy_bound_accept(entropy: torch.Tensor, bound: float) -> torch.Tensor:
     """Accept the lowest-entropy positions while sum(entropy) - max(entropy) <= bound (arXiv 2505.24857)."""
     sorted_entropy, order = entropy.sort(dim=-1)
@@ -169,14 +179,15 @@ class Stopper:
         self.unchanged = torch.zeros(fixed.shape[0], dtype=torch.long, device=fixed.device)
         # A seeded row whose first argmax is its seed is stable at once: a right draft stops early.
         self.previous: torch.Tensor | None = initial
+        self.previous_live = None if initial is None else live_positions(initial, fixed, eos_ids)
 
     def update(self, argmax: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
         live = live_positions(argmax, self.fixed, self.eos_ids)
         if self.previous is not None:
-            shown = live | live_positions(self.previous, self.fixed, self.eos_ids)  # in either text
+            shown = live | self.previous_live  # in either text
             same = ((argmax == self.previous) | ~shown).all(dim=-1)
             self.unchanged = torch.where(same, self.unchanged + 1, torch.zeros_like(self.unchanged))
-        self.previous = argmax
+        self.previous, self.previous_live = argmax, live
         mean_entropy = (entropy * live).sum(-1) / live.sum(-1).clamp(min=1)
         confident = mean_entropy < self.settings.confidence_threshold
         return (self.unchanged >= self.settings.stability_steps) & confident  # [B] bool
@@ -230,7 +241,7 @@ def denoise(
         processed.mul_(1.0 / temperature(settings, remaining))  # what the reference samples from
         torch.log_softmax(processed, dim=-1, out=log_probs)
         torch.exp(log_probs, out=probs)
-        argmax = torch.where(fixed, spec.init, log_probs.max(dim=-1).indices)  # max: ~3x faster than argmax
+        argmax = torch.where(fixed, spec.init, argmax_last(log_probs))
         entropy = -log_probs.mul_(probs).sum(dim=-1).masked_fill(fixed, 0.0)  # [B, C]; log_probs spent
         accepted = entropy_bound_accept(entropy, settings.entropy_bound) | fixed
         if spec.sticky is not None:

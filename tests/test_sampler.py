@@ -13,6 +13,7 @@ from engine.prompt_cache import common_prefix_length
 from engine.sampler import (
     CanvasSpec,
     SamplerSettings,
+    argmax_last,
     denoise,
     entropy_bound_accept,
     noise_canvas,
@@ -189,6 +190,20 @@ def test_entropy_bound_accepts_lowest_entropies_within_the_bound():
     accepted = entropy_bound_accept(entropy, bound=0.1)
     # sorted: 0.01, 0.02, 0.05, 0.3, 0.5 -> sums before the largest: 0, .01, .03, .08, .38
     assert accepted.tolist() == [[False, True, True, True, True]]
+
+
+def test_argmax_last_is_torch_max_with_ties_going_to_the_first():
+    logits = torch.randn(3, 16, 8192, generator=torch.Generator().manual_seed(0))
+    logits[1, 4, [7, 700, 7000]] = 50.0  # a three-way tie
+    logits[2, 0] = 0.0  # a whole row tied
+    found = argmax_last(logits)
+    assert found.shape == (3, 16) and found.dtype == torch.long
+    assert torch.equal(found, logits.max(dim=-1).indices)
+    assert found[1, 4] == 7 and found[2, 0] == 0
+    assert int(argmax_last(logits[0, 0])) == int(logits[0, 0].argmax())  # one row, as next-token decoding has
+    # Other dtypes and non-contiguous views take torch's own path, with the same answer.
+    assert torch.equal(argmax_last(logits.bfloat16()), logits.bfloat16().max(dim=-1).indices)
+    assert torch.equal(argmax_last(logits[:, ::2]), logits[:, ::2].max(dim=-1).indices)
 
 
 def test_temperature_follows_the_reference_schedule():
