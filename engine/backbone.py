@@ -18,10 +18,17 @@ if TYPE_CHECKING:
 
 class DecoderStep(Protocol):
     def __call__(
-        self, tokens: torch.Tensor, previous: torch.Tensor | None, /, out: torch.Tensor | None = None
+        self,
+        tokens: torch.Tensor,
+        previous: torch.Tensor | None,
+        /,
+        out: torch.Tensor | None = None,
+        probabilities: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One denoising step of a canvas: (tokens [B, C], previous step's logits or None) -> logits
-        [B, C, V], written into `out` ([B, C, V] fp32) where the backbone can: use what it returns."""
+        [B, C, V], written into `out` ([B, C, V] fp32) where the backbone can: use what it returns.
+        `probabilities`: softmax(previous) in fp32 where the sampler has it already, which a backbone may
+        read in place of working it out again for self-conditioning."""
         ...
 
 
@@ -70,7 +77,12 @@ class ModuleBackbone:
         model = self.model
         masks = decoder_masks(model, canvas, cache)
 
-        def step(tokens: torch.Tensor, previous: torch.Tensor | None, out: torch.Tensor | None = None):
+        def step(
+            tokens: torch.Tensor,
+            previous: torch.Tensor | None,
+            out: torch.Tensor | None = None,
+            probabilities: torch.Tensor | None = None,
+        ):
             return denoise_logits(model, tokens, cache, positions, masks, previous)  # in the model's dtype
 
         return step

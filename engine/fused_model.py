@@ -388,13 +388,15 @@ class CanvasStep:
         canvas: torch.Tensor,
         self_conditioning: torch.Tensor | None = None,
         out: torch.Tensor | None = None,
+        probabilities: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits of one denoising step ([B, C] tokens, previous logits or None) -> [B, C, V] fp32, written
-        into `out` when given (else a fresh tensor)."""
+        into `out` when given (else a fresh tensor); `probabilities`: softmax(previous logits) in fp32,
+        when the sampler has it (its last bits may differ from torch.softmax's)."""
         fused = self.fused
         hidden = F.embedding(canvas, fused.embedding) * fused.embed_scale
         if self_conditioning is not None:
-            soft = fused.soft_embedding(self._probabilities(self_conditioning))
+            soft = fused.soft_embedding(self._probabilities(self_conditioning, probabilities))
             signal = fused.sc_pre_norm(soft * fused.embed_scale)
             hidden = hidden + fused.sc_down(fused.sc_gate_up(signal))
         hidden = fused.sc_post_norm(hidden)  # without a signal the block adds exact zeros
@@ -405,12 +407,15 @@ class CanvasStep:
         logits = logits.float() if out is None else out.copy_(logits)  # fp32, softcapped in place below
         return softcap_(logits, fused.softcap)
 
-    def _probabilities(self, logits: torch.Tensor) -> torch.Tensor:
-        """softmax(`logits`) in fp32, rounded to the model's dtype: the self-conditioning input, worked out
-        in the model's kept buffers."""
+    def _probabilities(self, logits: torch.Tensor, known: torch.Tensor | None = None) -> torch.Tensor:
+        """softmax(`logits`) in fp32 (`known` when the caller has it), rounded to the model's dtype: the
+        self-conditioning input, worked out in the model's kept buffers."""
         fused = self.fused
-        probs = fused.buffers.get("self_conditioning", logits.shape, torch.float32, logits.device)
-        torch.softmax(logits, dim=-1, dtype=torch.float32, out=probs)
+        if known is not None:
+            probs = known
+        else:
+            probs = fused.buffers.get("self_conditioning", logits.shape, torch.float32, logits.device)
+            torch.softmax(logits, dim=-1, dtype=torch.float32, out=probs)
         if fused.dtype == torch.float32:
             return probs
         rounded = fused.buffers.get("self_conditioning_rounded", logits.shape, fused.dtype, logits.device)

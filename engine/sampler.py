@@ -232,7 +232,8 @@ def denoise(
     forward_s = 0.0
     for remaining in range(settings.max_steps, 0, -1):
         forward_start = time.perf_counter()
-        logits = step(canvas, self_conditioning, out=logits_out)  # [B, C, V]
+        # The previous step's probabilities are still in `probs`: the step's self-conditioning reads them.
+        logits = step(canvas, self_conditioning, out=logits_out, probabilities=probs if steps else None)
         torch.add(logits.float(), bias, out=processed)
         if spec.min_tokens:
             processed[:, : spec.min_tokens, eos_ids] = _SUPPRESS

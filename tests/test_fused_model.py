@@ -279,6 +279,22 @@ def test_a_finished_canvas_step_is_freed_at_once():
     assert freed() is None
 
 
+def test_a_step_given_the_previous_probabilities_reads_them_for_self_conditioning():
+    model = released_shape()
+    cache = new_cache(model)
+    fused = FusedModel.of_module(model)
+    fused.encode(torch.arange(2, 30)[None], cache)
+    tokens = torch.arange(2, 18)[None]
+    step = fused.canvas_step(cache, tokens, torch.arange(28, 44)[None])
+    previous = step(tokens, None).clone()
+    own = step(tokens, previous).clone()
+    # The same probabilities the step works out itself: the same logits, bit for bit.
+    assert torch.equal(step(tokens, previous, probabilities=previous.softmax(dim=-1)), own)
+    # Other probabilities than softmax(previous): they, and not the logits, are what the step reads.
+    flat = torch.full_like(previous, 1.0 / previous.shape[-1])
+    assert not torch.equal(step(tokens, previous, probabilities=flat), own)
+
+
 def test_softcap_in_place_is_tanh_within_rounding():
     logits = torch.randn(4, 1000) * 40
     expected = torch.tanh(logits / 30.0) * 30.0

@@ -28,14 +28,16 @@ class BackboneSpy:
     def __init__(self, backbone, on_call=None) -> None:
         self.backbone = backbone
         self.canvases: list[torch.Tensor] = []
+        self.handed: list[tuple[torch.Tensor | None, torch.Tensor | None]] = []  # (previous, probabilities)
         self.on_call = on_call
 
     def canvas_step(self, cache, canvas, positions):
         step = self.backbone.canvas_step(cache, canvas, positions)
 
-        def spied(tokens, previous, out=None):
+        def spied(tokens, previous, out=None, probabilities=None):
             self.canvases.append(tokens.clone())
-            out = step(tokens, previous, out)
+            self.handed.append(tuple(None if t is None else t.clone() for t in (previous, probabilities)))
+            out = step(tokens, previous, out, probabilities)
             if self.on_call is not None:
                 self.on_call(len(self.canvases))
             return out
@@ -76,6 +78,15 @@ def test_fixed_positions_never_change(engine):
         assert canvas[:, : len(seed_ids)].tolist() == [seed_ids] * 2
     for candidate in result.candidates:
         assert list(candidate.token_ids[: len(seed_ids)]) == seed_ids
+
+
+def test_each_step_after_the_first_is_handed_the_softmax_of_the_logits_it_reads(engine):
+    spy = spy_on(engine)
+    engine.infill(InfillRequest(prefix=PREFIX, suffix=SUFFIX, max_new_tokens=16, max_steps=4))
+    assert len(spy.handed) >= 2 and spy.handed[0] == (None, None)
+    for previous, probabilities in spy.handed[1:]:
+        assert probabilities is not None
+        assert torch.allclose(probabilities, previous.float().softmax(dim=-1), rtol=1e-5, atol=1e-7)
 
 
 def test_one_millisecond_deadline_returns_after_one_step_with_a_valid_canvas(engine):
