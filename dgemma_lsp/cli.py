@@ -101,10 +101,10 @@ def serve(args: argparse.Namespace) -> int:
     from dgemma_lsp.lsp.frames import FrameReader
     from dgemma_lsp.runtime.heap import hold_mmap_threshold
 
-    hold_mmap_threshold()  # a long-lived process: its memory must not creep
+    heap = hold_mmap_threshold()  # a long-lived process: its memory must not creep
     from dgemma_lsp.lsp.server import create_server
 
-    server = create_server(model_override=args.model)
+    server = create_server(model_override=args.model, window=heap.window if heap else None)
     server.model.preload()  # torch and transformers import while the client starts up
     if args.tcp:
         server.start_tcp(args.host, args.port)

@@ -7,9 +7,13 @@ through these names.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+# A context in which an engine runs a burst of large allocations: the process's heap policy.
+AllocationWindow = Callable[[], AbstractContextManager[object]]
 StopReason = Literal["eos", "converged", "max_steps", "max_tokens", "deadline", "cancelled"]
 Decoder = Literal["diffusion", "autoregressive"]
 
@@ -208,6 +212,11 @@ class Engine(Protocol):
 
     def reset_cache(self) -> None:
         """Forget the prompt kept from the last request (the next one encodes its prompt in full)."""
+        ...
+
+    def use_allocation_window(self, window: AllocationWindow) -> None:
+        """Run the engine's bursts of large allocations (a long prompt's prefill) inside `window()`: the
+        process's heap policy (the server's `HeldHeap.window`)."""
         ...
 
     def close(self) -> None: ...

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from engine.api import CancelToken, Candidate, EngineInfo, InfillRequest, InfillResult, StopReason, Timings
+from engine.api import (
+    AllocationWindow,
+    CancelToken,
+    Candidate,
+    EngineInfo,
+    InfillRequest,
+    InfillResult,
+    StopReason,
+    Timings,
+)
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
 from engine.buffers import Buffers
@@ -68,6 +77,9 @@ class LocalEngine:
         """One tiny request, so the first real one does not pay for first-call setup in torch."""
         self.infill(InfillRequest(prefix="x = 1\n", suffix="\n", max_new_tokens=8, max_steps=1))
         self.prompt_cache.reset()
+
+    def use_allocation_window(self, window: AllocationWindow) -> None:
+        self.prompt_cache.window = window
 
     def count_tokens(self, text: str) -> int:
         return len(self.format.encode(text))

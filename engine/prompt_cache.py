@@ -9,14 +9,22 @@ a layer that cannot be cropped (a sliding window past its size) makes us start a
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import torch
+
+from engine.api import AllocationWindow
 
 if TYPE_CHECKING:
     from transformers import Cache, DynamicCache
 
     from engine.backbone import Backbone
+
+
+# A prefill of this many new tokens or more runs in the allocation window (its hundreds of large blocks
+# are cheaper from the heap than mapped one by one); fewer, as while typing, allocate little.
+WINDOW_TOKENS = 128
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -34,6 +42,7 @@ class PromptCache:
         self.backbone = backbone
         self.tokens: list[int] = []
         self.cache: DynamicCache = backbone.new_cache()
+        self.window: AllocationWindow = nullcontext  # where a long prefill's allocations run (the server's)
 
     def reset(self) -> None:
         self.tokens = []
@@ -55,7 +64,9 @@ class PromptCache:
             except (RuntimeError, ValueError):
                 self.reset()
                 reused = 0
-        hidden = self.backbone.encode(torch.tensor([ids[reused:]]), self.cache)
+        new = torch.tensor([ids[reused:]])
+        with self.window() if new.shape[1] >= WINDOW_TOKENS else nullcontext():
+            hidden = self.backbone.encode(new, self.cache)
         self.tokens = list(ids)
         return reused, hidden
 

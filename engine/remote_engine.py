@@ -13,7 +13,15 @@ import time
 import urllib.error
 import urllib.request
 
-from engine.api import Candidate, EngineError, EngineInfo, InfillRequest, InfillResult, Timings
+from engine.api import (
+    AllocationWindow,
+    Candidate,
+    EngineError,
+    EngineInfo,
+    InfillRequest,
+    InfillResult,
+    Timings,
+)
 from engine.prompts import CURSOR_MARK, INSTRUCTION, strip_fences
 
 logger = logging.getLogger(__name__)
@@ -59,6 +67,9 @@ class RemoteEngine:
 
     def reset_cache(self) -> None:
         pass  # the server keeps its own cache
+
+    def use_allocation_window(self, window: AllocationWindow) -> None:
+        pass  # the model runs elsewhere: nothing large is allocated here
 
     def close(self) -> None:
         pass

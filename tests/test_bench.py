@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import platform
+
+import pytest
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from evaluation.bench.cli import main
+from evaluation.bench.prefill import main as prefill_main
 from evaluation.bench.replay import Replay, replay
 from evaluation.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
 
@@ -87,3 +91,18 @@ def test_a_replay_completes_at_every_key_of_every_segment(tiny_engine):
     assert len(figures.request_ms) == len(figures.prefill_ms) == keys == 12
     assert figures.steps >= len(figures.step_ms) > 0 and min(figures.step_ms) > 0
     assert "12 keystrokes" in figures.summary()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the held heap is glibc's")
+def test_the_prefill_benchmark_prints_both_ways(tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    for way in ("held", "window"):
+        assert (
+            prefill_main(["--model", str(tiny_model_dir), "--way", way, "--repeat", "1", "--random", "2"])
+            == 0
+        )
+        line = capsys.readouterr().out
+        assert (
+            line.startswith(f"{way}: cold prefill of 150 / 300 / 1000 / 2000 tokens")
+            and "RSS after 2 more" in line
+        )

@@ -1,20 +1,71 @@
-"""The server holds glibc's mmap threshold, unless the user chose one (the real C library, no mock)."""
+"""The server holds glibc's mmap threshold, unless the user chose one, and opens a window for a long
+prefill's large blocks (the real C library and engine, no mock)."""
 
 from __future__ import annotations
 
+import ctypes
 import platform
+from contextlib import contextmanager
 
 import pytest
 
 from dgemma_lsp.runtime.heap import hold_mmap_threshold
+from engine import load_engine
+from engine.prompt_cache import WINDOW_TOKENS
+
+glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 
 
 def test_a_threshold_the_user_set_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
-    assert hold_mmap_threshold() is False
+    assert hold_mmap_threshold() is None
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
-def test_on_glibc_the_threshold_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
+class MallInfo2(ctypes.Structure):
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(name, ctypes.c_size_t) for name in names.split()]
+
+
+def mapped_blocks() -> int:
+    """glibc's count of the blocks it serves with mmap."""
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("mallinfo2 is glibc 2.33's")
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2().hblks
+
+
+@glibc_only
+def test_blocks_are_mapped_while_held_and_come_from_the_heap_in_a_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
-    assert hold_mmap_threshold() is True
+    heap = hold_mmap_threshold()
+    assert heap is not None
+    before = mapped_blocks()
+    held = [bytearray(1 << 20) for _ in range(8)]  # 1 MB each: mapped
+    assert mapped_blocks() == before + 8
+    del held
+    with heap.window():
+        windowed = [bytearray(1 << 20) for _ in range(8)]
+        assert mapped_blocks() == before  # from the heap
+    del windowed
+    again = [bytearray(1 << 20) for _ in range(8)]  # mapped again after the window
+    assert mapped_blocks() == before + 8
+    del again
+
+
+def test_only_a_long_prefill_runs_in_the_window(tiny_model_dir) -> None:
+    engine = load_engine(str(tiny_model_dir), device="cpu")
+    opened = []
+
+    @contextmanager
+    def window():
+        opened.append(len(engine.prompt_cache.tokens))
+        yield
+
+    engine.use_allocation_window(window)
+    ids = list(range(10, 10 + 2 * WINDOW_TOKENS))
+    engine.prompt_cache.encode(ids)  # cold: every token is new
+    engine.prompt_cache.encode(ids + [5, 6, 7])  # typing: three new tokens
+    assert len(opened) == 1

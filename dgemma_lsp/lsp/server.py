@@ -31,19 +31,20 @@ from dgemma_lsp.runtime.options import Options, parse_options
 from dgemma_lsp.runtime.scheduler import Scheduler
 from dgemma_lsp.runtime.stats import Stats
 from engine import Engine
+from engine.api import AllocationWindow
 
 logger = logging.getLogger(__name__)
 
 
 class DgemmaServer(LanguageServer):
-    def __init__(self, model_override: str | None = None) -> None:
+    def __init__(self, model_override: str | None = None, window: AllocationWindow | None = None) -> None:
         super().__init__("dgemma-lsp", __version__, protocol_cls=DgemmaProtocol)
         self.model_override = model_override  # --model on the command line wins over client options
         self.options = self._with_override(Options())
         self.registry = LanguageRegistry()
         self.documents = Workspace(self.registry, "utf-16")  # replaced at initialize (encoding)
         self.scheduler = Scheduler()
-        self.model = ModelHost(self.scheduler)
+        self.model = ModelHost(self.scheduler, window=window)
         self.inline = InlineService(self.scheduler)
         self.rewrites = RewriteService(self.scheduler)
         self.stats = Stats()
@@ -159,9 +160,10 @@ class DgemmaServer(LanguageServer):
         self.protocol.notify(messages.STATUS, self.status().to_json())
 
 
-def create_server(model_override: str | None = None) -> DgemmaServer:
+def create_server(model_override: str | None = None, window: AllocationWindow | None = None) -> DgemmaServer:
+    """The server, its handlers registered; `window`: the heap policy for the engine's long prefills."""
     from dgemma_lsp.lsp.handlers import register
 
-    server = DgemmaServer(model_override)
+    server = DgemmaServer(model_override, window)
     register(server)
     return server

@@ -17,6 +17,7 @@ from enum import Enum
 from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 from engine import Engine, EngineError
+from engine.api import AllocationWindow
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +61,15 @@ def load_with_engine_package(choice: ModelChoice) -> Engine:
 
 
 class ModelHost:
-    def __init__(self, scheduler: Scheduler, loader: Loader = load_with_engine_package) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        loader: Loader = load_with_engine_package,
+        window: AllocationWindow | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.loader = loader
+        self.window = window  # the heap policy each loaded engine runs its long prefills in
         self._preloading: threading.Thread | None = None
         self.state = ModelState.NONE
         self.engine: Engine | None = None
@@ -91,6 +98,8 @@ class ModelHost:
                 self.engine = None
                 gc.unfreeze()  # the old engine's objects may be collected again
             engine = self.loader(choice)
+            if self.window is not None:
+                engine.use_allocation_window(self.window)
             # What is loaded now (libraries and model, some 400,000 objects) lives as long as the engine:
             # out of the garbage collector's scans, a full collection no longer walks it (100-180 ms on
             # the 2-core VM) in the middle of a completion.

@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         help="prefill and steps through the fused layers, transformers' modules, or both in turns",
     )
     args = parser.parse_args(argv)
-    hold_mmap_threshold()  # the server's heap, so the times are the server's
+    heap = hold_mmap_threshold()  # the server's heap, so the times are the server's
     engine = load_engine(args.model, device="cpu")
+    if heap is not None:
+        engine.use_allocation_window(heap.window)
     text = DEMO.read_text()
     cursor = text.index("return \n") + len("return ")
     snapshot = standalone(text, "python", LanguageRegistry()).snapshot()

@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    hold_mmap_threshold()  # the server's heap, so the times are the server's
+    heap = hold_mmap_threshold()  # the server's heap, so the times are the server's
     engine = load_engine(args.model, device="cpu", threads=args.threads)
+    if heap is not None:
+        engine.use_allocation_window(heap.window)
     options = Options(completion=CompletionOptions(latency_budget_ms=0))
     registry = LanguageRegistry()
     scripts = load_scripts()
