@@ -63,6 +63,9 @@ def test_multi_line_stops_before_the_code_that_follows():
     assert postprocess("    return total", multi(suffix=suffix, line_prefix="")) is None
     after_code = multi(suffix=suffix, line_prefix="    if done: ")
     assert cut_suffix_repeat("return total", after_code) == "return total"
+    # The same for one line on a blank line (a gap between statements completes one line).
+    assert postprocess("    return total", single(suffix=suffix)) is None
+    assert postprocess("    total = 0", single(suffix=suffix)) == "    total = 0"
 
 
 def test_brackets_the_completion_opened_are_closed():

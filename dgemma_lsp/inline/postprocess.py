@@ -52,13 +52,16 @@ def keep_to_scope(text: str, shape: Shape) -> str:
 def cut_suffix_repeat(text: str, shape: Shape) -> str:
     """Remove a tail of the completion that the code after the cursor already has."""
     rest = shape.line_suffix.strip()
+    # The model often writes on into the code that follows; stop before it. On a blank line its first
+    # line counts too: writing the line below again is no completion.
+    following = [line.strip() for line in shape.suffix.split("\n") if line.strip()][:1]
+    blank_line = not shape.line_prefix.strip() and not rest
     if not shape.multi_line:
+        if blank_line and following and len(following[0]) > 2 and text.strip() == following[0]:
+            return ""
         if rest and _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
         return _cut_overlap(text, shape.line_suffix.lstrip())
-    # Multi-line: the model often writes on into the code that follows; stop before it. On a blank
-    # line its first line counts too: writing the line below again is no completion.
-    following = [line.strip() for line in shape.suffix.split("\n") if line.strip()][:1]
     if following:
         lines = text.split("\n")
         for i in range(0 if not shape.line_prefix.strip() else 1, len(lines)):
