@@ -185,6 +185,20 @@ def test_same_line_braces_and_an_unindented_blank_line_in_a_block(registry):
     assert (ctx.mode, ctx.stop.min_indent) == ("multi_line", 2)
 
 
+def test_the_indent_unit_counts_whole_block_headers_not_hanging_lines(registry):
+    # Arguments hang by 2 and `} else {` closes one block as it opens the next; blocks indent by 4.
+    spec, grammar = registry.spec("javascript"), registry.grammar("javascript")
+    text = (
+        "function f(\n  a,\n  b,\n) {\n    if (a) {\n        return b;\n    } else {\n        return a;\n"
+        "    }\n}\n\nfunction g() {\n}\n"
+    )
+    cursor = text.index("function g() {") + len("function g() {")
+    ctx = build_context(
+        text, cursor, count_tokens=count_tokens, spec=spec, tree=SyntaxTree(grammar, text.encode())
+    )
+    assert (ctx.indent_unit, ctx.mode, ctx.stop.min_indent) == ("    ", "block", 4)
+
+
 def test_crlf_lines_and_cursor_clamping():
     text = "a = 1\r\nb = 2\r\n"
     ctx = build_context(text, 6, count_tokens=count_tokens)  # between "\r" and "\n"

@@ -71,6 +71,34 @@ def test_a_repeated_pattern_gives_a_lookup_draft_cut_to_one_line():
     assert all("\n" not in d.text for d in drafts)  # a single-line request gets single-line drafts
 
 
+def test_a_lookup_draft_takes_the_cursors_indentation():
+    # `try:` matched deeper in the file: what followed it there sits two levels deeper than the body
+    # of the `try:` at the cursor.
+    text = (
+        "def f(d, k):\n    if k:\n        try:\n            del d[k]\n        except KeyError:\n"
+        "            pass\n\n\ndef g(d, k):\n    try:"
+    )
+    context, snapshot = context_at(text, len(text))
+    (draft,) = make_drafts(context, text, snapshot.tree)
+    assert draft.kind == "lookup" and draft.text.startswith("\n        del d[k]\n    except KeyError:")
+    # Indentation typed before the cursor: the draft's code starts at the cursor, its lines follow.
+    text = "def f(d):\n    for k in d:\n        print(k)\n        del d[k]\n\n\n"
+    text += "def g(d):\n    for k in d:\n    "
+    context, snapshot = context_at(text, len(text))
+    drafts = make_drafts(context, text, snapshot.tree)
+    assert drafts[0].kind == "lookup" and drafts[0].text.startswith("print(k)\n    del d[k]")
+
+
+def test_the_indent_unit_is_read_after_block_openers():
+    # Hanging indents and docstrings indent by 2 and 3 here; blocks by 4.
+    text = (
+        'def f(a,\n  b):\n    """Doc.\n\n       more\n    """\n    if a:\n        return b\n'
+        "    return a\n\n\nclass C:"
+    )
+    context, _ = context_at(text, len(text))
+    assert (context.indent_unit, context.mode, context.stop.min_indent) == ("    ", "block", 4)
+
+
 def test_the_previous_sibling_is_a_template_on_an_empty_line():
     text = "def f(paths):\n    for path in paths:\n        check(path)\n        \n    return paths\n"
     cursor = text.index("        \n") + len("        ")

@@ -39,7 +39,10 @@ def make_drafts(
     cursor = context.cursor
     haystacks = [Haystack(text, cursor - 1, cursor), *(Haystack(other) for other in neighbours)]
     before = text[max(0, cursor - MAX_KEY) : cursor]
-    found = [Draft(c, "lookup") for c in continuations(before, haystacks, lines, LOOKUP_DRAFTS)]
+    found = [
+        Draft(reindented(c, context), "lookup")
+        for c in continuations(before, haystacks, lines, LOOKUP_DRAFTS)
+    ]
     if tree is not None:
         template = structure_draft(context, text, tree)
         if template:
@@ -51,6 +54,32 @@ def make_drafts(
         if cut.strip() and cut not in (d.text for d in drafts):
             drafts.append(Draft(cut, draft.kind))
     return tuple(drafts[:MAX_DRAFTS])
+
+
+def reindented(draft: str, context: CompletionContext) -> str:
+    """A lookup draft at the cursor's indentation: what followed the match elsewhere kept that place's
+    (a key such as `):` and a newline matches inside deeper code too). Its code starts at the cursor
+    when only indentation precedes it on its line; after a line that opens a block, its first line sits
+    at the block's body. Elsewhere (a hanging bracket, a cursor at column 0) it stays as it is."""
+    lines = draft.split("\n")
+    if context.line_prefix and not context.line_prefix.strip():
+        first = lines[0]
+        shift = -(len(first) - len(first.lstrip(" ")))
+    elif lines[0] == "" and context.mode != "single_line" and not context.stop.open_brackets:
+        body = next((line for line in lines[1:] if line.strip()), "")
+        shift = context.stop.min_indent - (len(body) - len(body.lstrip(" ")))
+    else:
+        return draft
+    if not shift or any(line.startswith("\t") for line in lines) or "\t" in context.indent:
+        return draft
+    if shift > 0:
+        return "\n".join(lines[:1] + [" " * shift + line if line.strip() else line for line in lines[1:]])
+    return "\n".join(_dedent(line, -shift) for line in lines)
+
+
+def _dedent(line: str, columns: int) -> str:
+    """`line` without up to `columns` of its leading spaces."""
+    return line[min(columns, len(line) - len(line.lstrip(" "))) :]
 
 
 def structure_draft(context: CompletionContext, text: str, tree: Tree) -> str:

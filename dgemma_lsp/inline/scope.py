@@ -38,6 +38,14 @@ _CLOSERS_ONLY = re.compile(r"[\s)\]}>'\"`;,]*")
 _SCAN_LINES = 400  # how far to look for the previous / next code line
 
 
+def _balanced(line: str) -> bool:
+    """Whether `line` closes every bracket it opens and no other, leaving out closers it starts with and
+    the opener it ends with: a whole statement's header, not the last line of one written over several
+    (strings not told apart: cheap enough for every keystroke)."""
+    head = line.strip().lstrip(")]}").rstrip("([{")  # a closer before `else {`, the opener at its end
+    return all(head.count(o) == head.count(c) for o, c in ("()", "[]", "{}"))
+
+
 def indent_of(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
@@ -87,9 +95,13 @@ class Scope:
         return _GENERIC_OPENER.search(line) is not None
 
     def indent_unit(self, start_row: int) -> str:
-        """One indentation level, guessed from the smallest indent increase near the cursor."""
+        """One indentation level, guessed near the cursor: the commonest indent increase after a line that
+        opens a block and holds its whole header (the smallest one on ties), else the smallest increase
+        of any kind (the lines of a statement written over several lines and of docstrings are indented
+        freely)."""
         lines = self.at.lines
-        step, previous = 0, None
+        smallest, previous, opened = 0, None, False
+        after_openers: dict[int, int] = {}
         for row in range(max(start_row, self.at.row - 200), min(lines.line_count, self.at.row + 50)):
             line = lines.line(row)
             if row == self.at.row and not line.strip():
@@ -99,11 +111,16 @@ class Scope:
             if line.startswith("\t"):
                 return "\t"
             indent = indent_of(line)
-            if previous is not None and indent > previous and (not step or indent - previous < step):
+            if previous is not None and indent > previous:
                 step = indent - previous
-            previous = indent
-        if step:
-            return " " * step
+                smallest = min(smallest or step, step)
+                if opened:
+                    after_openers[step] = after_openers.get(step, 0) + 1
+            previous, opened = indent, self.opens_block(line) and _balanced(line)
+        if after_openers:
+            return " " * max(after_openers, key=lambda step: (after_openers[step], -step))
+        if smallest:
+            return " " * smallest
         return self.spec.indent_unit if self.spec is not None else "    "
 
     def body_follows(self, opener_row: int, block: Block | None) -> bool:
