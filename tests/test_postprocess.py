@@ -48,6 +48,17 @@ def test_cut_the_rest_of_the_line_the_suffix_already_has():
     assert cut_suffix_repeat("value = compute(x)", single(line_suffix="compute(x)")) == "value = "
 
 
+def test_a_one_line_completion_ends_where_it_starts_writing_the_rest_of_the_line():
+    # Held-out Python: `def read(self, size: <cursor> = ..., /) -> AnyStr_co: ...`, and a draft copied
+    # from a line alike that goes on past the rest of this one.
+    shape = single(line_suffix=" = ..., /) -> AnyStr_co: ...")
+    assert cut_suffix_repeat("int | None = ..., /) -> bytes: ...", shape) == "int | None"
+    shape = single(line_suffix=".wait_writable(self._fd)")
+    assert cut_suffix_repeat("trio.lowlevel.wait_readable(self._fd)", shape) == "trio.lowlevel"
+    # Fewer than four characters of it are chance, not the line's rest written again.
+    assert cut_suffix_repeat("f(a).x + 1", single(line_suffix=").y")) == "f(a).x + 1"
+
+
 def test_a_single_shared_letter_is_not_a_repeat():
     assert cut_suffix_repeat("result", single(line_suffix="t")) == "result"
 

@@ -49,6 +49,9 @@ def keep_to_scope(text: str, shape: Shape) -> str:
     return "\n".join(kept).rstrip(" \t\n") if len(kept) > 1 else kept[0]
 
 
+_SUFFIX_HEAD = 4  # characters other than spaces that make a head of the line's rest no chance match
+
+
 def cut_suffix_repeat(text: str, shape: Shape) -> str:
     """Remove a tail of the completion that the code after the cursor already has."""
     rest = shape.line_suffix.strip()
@@ -61,13 +64,25 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
             return ""
         if rest and _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
-        return _cut_overlap(text, shape.line_suffix.lstrip())
+        return _cut_overlap(_cut_at_suffix_head(text, shape.line_suffix), shape.line_suffix.lstrip())
     if following:
         lines = text.split("\n")
         for i in range(0 if not shape.line_prefix.strip() else 1, len(lines)):
             if lines[i].strip() == following[0] and len(following[0]) > 2:
                 return "\n".join(lines[:i]).rstrip(" \t\n")
     return _cut_overlap(text, shape.suffix.lstrip(" \t"))
+
+
+def _cut_at_suffix_head(text: str, line_suffix: str) -> str:
+    """Cut a one-line completion where it starts writing the rest of the line (four or more of its
+    characters that are not spaces, as the line has them), whatever it wrote after that."""
+    for size in range(len(line_suffix), 0, -1):
+        head = line_suffix[:size]
+        if len(head.replace(" ", "")) < _SUFFIX_HEAD:
+            break
+        if (at := text.find(head, 1)) > 0:
+            return text[:at]
+    return text
 
 
 def _meaningful(overlap: str) -> bool:
