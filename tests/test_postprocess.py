@@ -59,6 +59,13 @@ def test_a_one_line_completion_ends_where_it_starts_writing_the_rest_of_the_line
     assert cut_suffix_repeat("f(a).x + 1", single(line_suffix=").y")) == "f(a).x + 1"
 
 
+def test_a_one_line_completion_does_not_end_its_statement_when_the_line_does():
+    # Held-out Python: `if <cursor> is not self:` and a draft that ended its own `if` line.
+    assert cut_suffix_repeat("token.redeemed:", single(line_suffix=" is not self:")) == "token.redeemed"
+    assert cut_suffix_repeat("f(a, b));", single(line_suffix=" + 1);")) == "f(a, b)"
+    assert cut_suffix_repeat("total", single(line_suffix=" + 1;")) == "total"
+
+
 def test_a_single_shared_letter_is_not_a_repeat():
     assert cut_suffix_repeat("result", single(line_suffix="t")) == "result"
 

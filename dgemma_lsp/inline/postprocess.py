@@ -64,7 +64,8 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
             return ""
         if rest and _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
-        return _cut_overlap(_cut_at_suffix_head(text, shape.line_suffix), shape.line_suffix.lstrip())
+        text = _cut_overlap(_cut_at_suffix_head(text, shape.line_suffix), shape.line_suffix.lstrip())
+        return _cut_shared_ending(text, rest)
     if following:
         lines = text.split("\n")
         for i in range(0 if not shape.line_prefix.strip() else 1, len(lines)):
@@ -83,6 +84,19 @@ def _cut_at_suffix_head(text: str, line_suffix: str) -> str:
         if (at := text.find(head, 1)) > 0:
             return text[:at]
     return text
+
+
+def _cut_shared_ending(text: str, rest: str) -> str:
+    """Cut the closers and separators a one-line completion ends with when the line's rest ends with the
+    same ones: `if token.valid:` written before ` is not None:` ends its statement twice."""
+    size = 0
+    while (
+        size < min(len(text), len(rest))
+        and text[-1 - size] == rest[-1 - size]
+        and (text[-1 - size] in _CLOSE or text[-1 - size] in ";,:")
+    ):
+        size += 1
+    return text[: len(text) - size] if size and text[: len(text) - size].strip() else text
 
 
 def _meaningful(overlap: str) -> bool:
