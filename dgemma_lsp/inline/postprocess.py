@@ -77,9 +77,9 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
 def _cut_at_suffix_head(text: str, line_suffix: str) -> str:
     """Cut a one-line completion where it starts writing the rest of the line (four or more of its
     characters that are not spaces, as the line has them), whatever it wrote after that."""
-    for size in range(len(line_suffix), 0, -1):
+    for size in range(min(len(line_suffix), len(text) - 1), 0, -1):  # a longer head cannot be in it
         head = line_suffix[:size]
-        if len(head.replace(" ", "")) < _SUFFIX_HEAD:
+        if len(head) - head.count(" ") < _SUFFIX_HEAD:
             break
         if (at := text.find(head, 1)) > 0:
             return text[:at]

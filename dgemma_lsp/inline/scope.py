@@ -36,6 +36,7 @@ Mode = Literal["single_line", "multi_line", "block"]
 _GENERIC_OPENER = re.compile(r"[\{\(\[:]\s*$")
 _CLOSERS_ONLY = re.compile(r"[\s)\]}>'\"`;,]*")
 _SCAN_LINES = 400  # how far to look for the previous / next code line
+_HEADER_CHARS = 400  # a longer line is no block header to read the indent unit after (minified code)
 
 
 def _balanced(line: str) -> bool:
@@ -116,7 +117,8 @@ class Scope:
                 smallest = min(smallest or step, step)
                 if opened:
                     after_openers[step] = after_openers.get(step, 0) + 1
-            previous, opened = indent, self.opens_block(line) and _balanced(line)
+            previous = indent
+            opened = len(line) <= _HEADER_CHARS and self.opens_block(line) and _balanced(line)
         if after_openers:
             return " " * max(after_openers, key=lambda step: (after_openers[step], -step))
         if smallest:
