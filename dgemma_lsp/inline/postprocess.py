@@ -57,21 +57,27 @@ def cut_suffix_repeat(text: str, shape: Shape) -> str:
     rest = shape.line_suffix.strip()
     # The model often writes on into the code that follows; stop before it. On a blank line its first
     # line counts too: writing the line below again is no completion.
-    following = [line.strip() for line in shape.suffix.split("\n") if line.strip()][:1]
-    blank_line = not shape.line_prefix.strip() and not rest
     if not shape.multi_line:
-        if blank_line and following and len(following[0]) > 2 and text.strip() == following[0]:
-            return ""
-        if rest and _meaningful(rest) and text.rstrip().endswith(rest):
+        if not shape.line_prefix.strip() and not rest:  # a blank line: nothing of it to cut against
+            following = _first_code_line(shape.suffix)
+            return "" if len(following) > 2 and text.strip() == following else text
+        if _meaningful(rest) and text.rstrip().endswith(rest):
             return text.rstrip()[: -len(rest)]
         text = _cut_overlap(_cut_at_suffix_head(text, shape.line_suffix), shape.line_suffix.lstrip())
         return _cut_shared_ending(text, rest)
-    if following:
+    following = _first_code_line(shape.suffix)
+    if len(following) > 2:
         lines = text.split("\n")
         for i in range(0 if not shape.line_prefix.strip() else 1, len(lines)):
-            if lines[i].strip() == following[0] and len(following[0]) > 2:
+            if lines[i].strip() == following:
                 return "\n".join(lines[:i]).rstrip(" \t\n")
     return _cut_overlap(text, shape.suffix.lstrip(" \t"))
+
+
+def _first_code_line(suffix: str) -> str:
+    """The first line of `suffix` with something in it, stripped ("" for none); read lazily, as the
+    suffix window may hold many lines."""
+    return next((stripped for line in suffix.split("\n") if (stripped := line.strip())), "")
 
 
 def _cut_at_suffix_head(text: str, line_suffix: str) -> str:
