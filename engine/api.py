@@ -50,6 +50,13 @@ class InfillRequest:
     sticky_seed: bool = True
     # Text fixed at the END of the canvas (the start of the suffix): the middle is written to join it.
     anchor: str = ""
+    # Text the middle must begin with, taken off the end of the document before the cursor (`prefix`
+    # ends before it). At the start of an empty line the model would write the indentation alone, which
+    # it learned only as one token with the line break before it ("\n" and the spaces); so the planner
+    # moves that line break here, only tokens that begin with it may open the middle, and the candidates
+    # come without it. Drafts are read after it too. Engines whose model learned no such tokens put it
+    # back at the end of the prefix.
+    lead: str = ""
     # Guesses of the middle (from the code around it): each seeds a canvas row of its own, sticky (kept
     # until the model accepts a replacement with confidence), so a right draft settles in a step or two
     # and a wrong one is rewritten where the model is sure. Drafts take the n_candidates places first;
@@ -97,6 +104,8 @@ class InfillRequest:
             raise ValueError(
                 "drafts and a seed_canvas exclude each other: a seeded canvas is the whole answer"
             )
+        if self.lead and self.seed_canvas is not None:
+            raise ValueError("a lead and a seed_canvas exclude each other: a seed is read from the cursor")
         if not 0.0 <= self.draft_noise <= 1.0:
             raise ValueError("draft_noise must be between 0 and 1")
         if self.decoder not in ("diffusion", "autoregressive"):

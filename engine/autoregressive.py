@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from engine.api import CancelToken, Candidate, InfillRequest, InfillResult, StopReason, Timings
+from engine.lead import without_lead
 from engine.sampler import argmax_last
 
 if TYPE_CHECKING:
@@ -44,14 +45,18 @@ def greedy_tokens(
     min_tokens: int = 0,
     deadline: float | None = None,
     cancel: CancelToken | None = None,
+    first_bias: torch.Tensor | None = None,
 ) -> Greedy:
     """Greedy tokens after the encoder state `hidden` ([H], the last prompt token's), each appended to
     `cache` as it is written (the caller records or crops them), until EOS, `max_tokens`, the
-    deadline or cancellation. `steps` counts forward passes that produced a token: the prefill
-    produced the first one, each appended token the next."""
+    deadline or cancellation; `first_bias` ([V]) is added to the first token's logits (a lead's).
+    `steps` counts forward passes that produced a token: the prefill produced the first one, each
+    appended token the next."""
     out = Greedy()
     while True:
         logits = engine.backbone.next_token_logits(hidden) + engine.bias  # [V]
+        if first_bias is not None and not out.tokens:
+            logits += first_bias
         probs = logits.softmax(dim=-1)  # what the model gave each token, EOS included
         if len(out.tokens) < min_tokens:
             logits[engine.eos_ids] = float("-inf")
@@ -87,12 +92,12 @@ def decode_autoregressive(engine: LocalEngine, request: InfillRequest) -> Infill
     cache = engine.prompt_cache.working_cache(1)  # the kept cache itself: recorded below
     out = greedy_tokens(
         engine, hidden[0, -1], cache, request.max_new_tokens, request.min_new_tokens,
-        request.deadline, request.cancel,
+        request.deadline, request.cancel, engine.lead_bias(request.lead),
     )  # fmt: skip
     engine.prompt_cache.record(cache, out.tokens[: cache.get_seq_length() - len(ids)])
     finished = time.perf_counter()
 
-    text = engine.format.clean(engine.format.decode(out.tokens))
+    text = without_lead(engine.format.clean(engine.format.decode(out.tokens)), request.lead)
     emitted = len(out.tokens) + (1 if out.reason == "eos" else 0)
     return InfillResult(
         candidates=(Candidate(text=text, token_ids=tuple(out.tokens), confidence=tuple(out.confidence)),),

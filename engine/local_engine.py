@@ -17,7 +17,6 @@ import torch
 
 from engine.api import (
     AllocationWindow,
-    CancelToken,
     Candidate,
     EngineInfo,
     InfillRequest,
@@ -28,6 +27,7 @@ from engine.api import (
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
 from engine.buffers import Buffers
+from engine.lead import lead_bias, offsets_without_lead, without_lead
 from engine.prompt_cache import PromptCache
 from engine.prompts import PromptFormat
 from engine.sampler import CanvasSpec, SamplerSettings, denoise, noise_canvas, suppression_bias
@@ -69,14 +69,26 @@ class LocalEngine:
         self.eos_ids = torch.tensor(sorted(prompt_format.eos_ids), device=self.device)
         self.prompt_cache = PromptCache(backbone)
         self.buffers = Buffers()  # the sampler's arrays over the vocabulary, kept between requests
+        self._lead_biases: dict[str, torch.Tensor] = {}  # lead -> which tokens may open the middle
         # Our fill-in-the-middle checkpoints train the encoder's next-token head on prompt + middle
         # (training/objective.py); nothing says the released chat checkpoint's writes a middle.
         self.writes_next_token_drafts = prompt_format.family == "fim"
 
     def warm_up(self) -> None:
-        """One tiny request, so the first real one does not pay for first-call setup in torch."""
-        self.infill(InfillRequest(prefix="x = 1\n", suffix="\n", max_new_tokens=8, max_steps=1))
+        """One tiny request, so the first real one does not pay for first-call setup in torch (a lead
+        too: the tokens that may open a line are worked out here, not at the first empty line)."""
+        self.infill(InfillRequest(prefix="x = 1", suffix="\n", lead="\n", max_new_tokens=8, max_steps=1))
         self.prompt_cache.reset()
+
+    def lead_bias(self, lead: str) -> torch.Tensor | None:
+        """[V] for the first token of a middle that must begin with `lead` (worked out once per lead);
+        None without one."""
+        if not lead:
+            return None
+        if lead not in self._lead_biases:
+            vocab = self.bias.shape[0]
+            self._lead_biases[lead] = lead_bias(vocab, self.format.decode, lead, self.device)
+        return self._lead_biases[lead]
 
     def use_allocation_window(self, window: AllocationWindow) -> None:
         self.prompt_cache.window = window
@@ -100,6 +112,10 @@ class LocalEngine:
         )
 
     def infill(self, request: InfillRequest) -> InfillResult:
+        if request.lead and self.format.family != "fim":
+            # Only our fill-in-the-middle checkpoints learned the line break and indentation as one
+            # token; the chat checkpoint answers in a message: the lead goes back to the prefix.
+            request = replace(request, prefix=request.prefix + request.lead, lead="")
         if request.decoder == "autoregressive":
             return decode_autoregressive(self, request)
         started = time.perf_counter()
@@ -115,7 +131,11 @@ class LocalEngine:
             else replace(self.settings, max_steps=request.max_steps)
         )
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
-        drafts = [self.format.encode(d) for d in request.drafts] if request.decoder == "diffusion" else []
+        drafts = (
+            [self.format.encode(request.lead + d) for d in request.drafts]
+            if request.decoder == "diffusion"
+            else []
+        )
         steps = draft_forwards = 0
         canvas_s = step_forward_ms = 0.0
         block = self._block_length(request)
@@ -123,7 +143,7 @@ class LocalEngine:
         written: Greedy | None = None
         if own_draft and not drafts and request.seed_canvas is None:
             room = min(request.max_new_tokens, block)
-            written = self._next_token_draft(hidden[0, -1], room, request.deadline, request.cancel)
+            written = self._next_token_draft(hidden[0, -1], room, request)
             draft_forwards = written.steps
             forward_ms += (time.perf_counter() - prefilled) * 1000
             if written.tokens:
@@ -166,7 +186,7 @@ class LocalEngine:
             self.backbone.encode(canvas_ids, cache)
             forward_ms += (time.perf_counter() - extend_start) * 1000
             self.prompt_cache.record(cache, canvas_ids[0].tolist())
-        candidates = self._candidates(rows, len(drafts))
+        candidates = self._candidates(rows, len(drafts), request.lead)
         if request.next_token_confidence and written is not None and written.tokens and reason != "cancelled":
             scoring = time.perf_counter()
             candidates = self._with_head_confidence(ids, hidden[0, -1], candidates, written)
@@ -192,16 +212,16 @@ class LocalEngine:
             draft_forwards=draft_forwards,
         )
 
-    def _next_token_draft(
-        self, hidden: torch.Tensor, room: int, deadline: float | None, cancel: CancelToken | None
-    ) -> Greedy:
+    def _next_token_draft(self, hidden: torch.Tensor, room: int, request: InfillRequest) -> Greedy:
         """The middle as the next-token head writes it greedily after the prompt (encoder state `hidden`,
         [H]), up to `room` tokens and a share of the time left; the prompt cache is left as it was."""
+        deadline = request.deadline
         if deadline is not None:
             deadline = time.monotonic() + NEXT_TOKEN_DRAFT_SHARE * max(0.0, deadline - time.monotonic())
         written = greedy_tokens(
-            self, hidden, self.prompt_cache.cache, room, min_tokens=1, deadline=deadline, cancel=cancel
-        )
+            self, hidden, self.prompt_cache.cache, room, min_tokens=1, deadline=deadline,
+            cancel=request.cancel, first_bias=self.lead_bias(request.lead),
+        )  # fmt: skip
         self.prompt_cache.drop_unrecorded()
         return written
 
@@ -303,6 +323,7 @@ class LocalEngine:
             middle_length=length - len(anchor),
             sticky=sticky,
             min_tokens=min_tokens,
+            first_bias=self.lead_bias(request.lead) if first else None,
             guess=guess,
             enough=request.n_candidates if drafts else 0,
         )
@@ -363,16 +384,21 @@ class LocalEngine:
             start = len(self.format.decode(tokens[:end]))
         return tuple(offsets)
 
-    def _candidates(self, rows: list[_Row], drafts: int = 0) -> tuple[Candidate, ...]:
-        """Distinct texts, best first by mean confidence; each says which draft row it came from."""
+    def _candidates(self, rows: list[_Row], drafts: int = 0, lead: str = "") -> tuple[Candidate, ...]:
+        """Distinct texts (without the request's lead), best first by mean confidence; each says which
+        draft row it came from."""
         seen: dict[str, Candidate] = {}
         for index, row in enumerate(rows):
-            text = self.format.clean(self.format.decode(row.tokens))
+            written = self.format.clean(self.format.decode(row.tokens))
+            offsets = self._offsets(row.tokens, written)
+            text = without_lead(written, lead)
+            if len(text) < len(written):
+                offsets = offsets_without_lead(offsets, lead)
             candidate = Candidate(
                 text=text,
                 token_ids=tuple(row.tokens),
                 confidence=tuple(row.confidence),
-                offsets=self._offsets(row.tokens, text),
+                offsets=offsets,
                 draft=index if index < drafts else None,
             )
             if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:

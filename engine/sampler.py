@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from engine.backbone import Backbone
 
 # Added to the logits of tokens the canvas may never hold; finite so that entropies stay finite.
-_SUPPRESS = -1.0e4
+SUPPRESS = -1.0e4
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ class CanvasSpec:
     # accepts a replacement with confidence (a seed or draft changed only where the model is sure).
     sticky: torch.Tensor | None = None
     min_tokens: int = 0  # canvas positions where EOS may not be chosen (the middle is at least this long)
+    # [V] added to the first position's logits: only the tokens a request's lead allows open the middle.
+    first_bias: torch.Tensor | None = None
     # [B, C] the canvas a seed or draft proposes, before any of it was renoised: a row whose first
     # argmax equals it is already stable (a right draft can stop after one step).
     guess: torch.Tensor | None = None
@@ -88,7 +90,7 @@ def noise_canvas(batch: int, length: int, vocab: int, generator: torch.Generator
 
 def suppression_bias(vocab: int, suppressed: tuple[int, ...], device: torch.device) -> torch.Tensor:
     bias = torch.zeros(vocab, device=device)
-    bias[list(suppressed)] = _SUPPRESS
+    bias[list(suppressed)] = SUPPRESS
     return bias  # [V]
 
 
@@ -236,7 +238,9 @@ def denoise(
         logits = step(canvas, self_conditioning, out=logits_out, probabilities=probs if steps else None)
         torch.add(logits.float(), bias, out=processed)
         if spec.min_tokens:
-            processed[:, : spec.min_tokens, eos_ids] = _SUPPRESS
+            processed[:, : spec.min_tokens, eos_ids] = SUPPRESS
+        if spec.first_bias is not None:
+            processed[:, 0] += spec.first_bias
         forward_s += time.perf_counter() - forward_start
         steps += 1
         processed.mul_(1.0 / temperature(settings, remaining))  # what the reference samples from

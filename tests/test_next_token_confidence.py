@@ -79,7 +79,7 @@ def test_a_candidate_the_canvas_revised_is_scored_by_one_more_pass(engine, monke
     head = engine.backbone.next_token_logits
     engine.backbone.next_token_logits = lambda states: head(states) * 40
     written = engine._next_token_draft(
-        engine.prompt_cache.encode(engine.prompt_ids(REQUEST))[1][0, -1], 8, None, None
+        engine.prompt_cache.encode(engine.prompt_ids(REQUEST))[1][0, -1], 8, REQUEST
     )
     engine.reset_cache()
     assert written.tokens

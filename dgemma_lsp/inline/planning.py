@@ -63,8 +63,10 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
     min_next_token = gate(
         completion.min_next_token_confidence_percent, "min_next_token_confidence_percent", engine
     )
+    lead = line_break_lead(context)
     request = InfillRequest(
-        prefix=context.prefix,
+        prefix=context.prefix.removesuffix(lead),
+        lead=lead,
         suffix=context.suffix,
         language=context.language or "",
         max_new_tokens=completion.max_tokens_multi_line if multi_line else completion.max_tokens_single_line,
@@ -94,6 +96,14 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
 def gate(percent: int | None, name: str, engine: Engine) -> float:
     """A confidence gate as a probability: the option when set, else the model's calibrated one, else 0."""
     return (percent if percent is not None else engine.info.gates.get(name, 0)) / 100
+
+
+def line_break_lead(context: CompletionContext) -> str:
+    """At the start of an empty line, its line break: the model writes the line from the break on,
+    where it learned the indentation (one token with the break), not from column 0 with no break to
+    hang it on (`InfillRequest.lead`)."""
+    at_empty_line = not context.line_prefix and not context.line_suffix.strip()
+    return "\n" if at_empty_line and context.prefix.endswith("\n") else ""
 
 
 def suffix_anchor(context: CompletionContext) -> str:

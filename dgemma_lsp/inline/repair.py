@@ -108,6 +108,8 @@ def repair_request(
     fixed = tuple(i for i in range(len(token_spans)) if i not in set(broken))
     return replace(
         request,
+        prefix=request.prefix + request.lead,  # the seed is read from the cursor
+        lead="",
         seed_canvas=middle,
         drafts=(),
         fixed_positions=fixed,
