@@ -9,7 +9,7 @@ import torch
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.context import build_context
-from dgemma_lsp.inline.drafts import make_drafts, structure_draft
+from dgemma_lsp.inline.drafts import Draft, make_drafts, structure_draft
 from dgemma_lsp.inline.lookup import Haystack, continuations, cut_before_suffix, longest_key
 from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from engine import InfillRequest
@@ -69,6 +69,16 @@ def test_a_repeated_pattern_gives_a_lookup_draft_cut_to_one_line():
     drafts = make_drafts(context, TESTS, snapshot.tree)
     assert drafts[0].kind == "lookup" and drafts[0].text in ("sub(3, 2) == 1", "add(1, 2) == 3")
     assert all("\n" not in d.text for d in drafts)  # a single-line request gets single-line drafts
+
+
+def test_a_lookup_that_writes_the_line_above_again_leaves_its_place():
+    # `go()` then `b = 2` matched the top of the file, where `b = 2` came twice: the draft would repeat it.
+    text = "go()\nb = 2\nb = 2\nstop()\ngo()\nb = 2\n\nend()\n"
+    context, snapshot = context_at(text, text.index("\n\nend()") + 1)
+    assert [d.kind for d in make_drafts(context, text, snapshot.tree)] == ["structure"]  # the canvas revises
+    other = text.replace("b = 2\nb = 2\nstop", "b = 2\nc = 3\nstop")
+    context, snapshot = context_at(other, other.index("\n\nend()") + 1)
+    assert make_drafts(context, other, snapshot.tree)[0] == Draft("c = 3", "lookup")
 
 
 def test_a_lookup_draft_takes_the_cursors_indentation():

@@ -12,8 +12,10 @@ from dgemma_lsp.inline.postprocess import (
     finish_statement,
     is_looping,
     keep_to_scope,
+    line_above,
     open_brackets,
     postprocess,
+    repeats_line_above,
 )
 
 
@@ -182,3 +184,15 @@ def test_a_completion_that_finishes_the_statement_open_at_the_cursor_ends_there(
     assert finish_statement(args, shape) == "\n    1,\n    ')',\n    f(2),\n)"
     assert finish_statement("a,\n    b", shape) == "a,\n    b"  # not closed yet: nothing to cut
     assert finish_statement(args, multi(min_indent=4)) == args  # no bracket open at the cursor
+
+
+def test_a_blank_line_that_writes_the_line_above_again_is_none():
+    # SantaCoder-FIM: 16 completions on a blank line repeated the line above, none of them right.
+    shape = replace(single(), line_above="    count += 1")
+    assert postprocess("    count += 1", shape) is None
+    assert postprocess("    count += 2", shape) == "    count += 2"
+    assert postprocess("        count += 1", shape) == "        count += 1"  # a line deeper: not a repeat
+    assert postprocess("    }", replace(single(), line_above="    }")) == "    }"  # no word: closers repeat
+    after_code = replace(single(), line_prefix="    count ", line_above="    count += 1")
+    assert not repeats_line_above("+= 1", after_code.line_prefix, after_code.line_above)
+    assert line_above("a\nb\nc") == "b" and line_above("a\n") == "a" and line_above("a") == ""

@@ -14,6 +14,7 @@ from tree_sitter import Node, Tree
 
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations, cut_before_suffix
+from dgemma_lsp.inline.postprocess import line_above, repeats_line_above
 
 MAX_DRAFTS = 2  # each draft is a canvas row: a step over 3 rows costs about twice one over 1
 LOOKUP_DRAFTS = 1
@@ -39,9 +40,12 @@ def make_drafts(
     cursor = context.cursor
     haystacks = [Haystack(text, cursor - 1, cursor), *(Haystack(other) for other in neighbours)]
     before = text[max(0, cursor - MAX_KEY) : cursor]
+    above = line_above(context.prefix)
     found = [
-        Draft(reindented(c, context), "lookup")
+        Draft(draft, "lookup")
         for c in continuations(before, haystacks, lines, LOOKUP_DRAFTS)
+        # A lookup that writes the line above again gives its place to the model's own draft.
+        if not repeats_line_above(draft := reindented(c, context), context.line_prefix, above)
     ]
     if tree is not None:
         template = structure_draft(context, text, tree)

@@ -1,7 +1,8 @@
 """What happens to model text before it is offered: pure functions on strings.
 
-In order: keep to the scope (one line, or the lines of the enclosing block), cut before a line that
-repeats the one before it, drop what went round a loop, cut what repeats the start of the suffix,
+In order: keep to the scope (one line, or the lines of the enclosing block), drop what only writes the
+line above again, cut before a line that repeats the one before it, drop what went round a loop, cut
+what repeats the start of the suffix,
 end with the line that closes the brackets open at the cursor, close only the brackets the
 completion itself opened, and drop results with nothing in them. Each step is a small function so
 each can be tested alone.
@@ -32,6 +33,7 @@ class Shape:
     # Brackets open at the cursor that the completion is there to close: it ends with the line that
     # closes them (0: no such statement to finish).
     open_brackets: int = 0
+    line_above: str = ""  # the line before the cursor's
 
 
 def keep_to_scope(text: str, shape: Shape) -> str:
@@ -220,6 +222,22 @@ def _has_word(text: str) -> bool:
     return any(word not in _LITERALS for word in _WORD.findall(text))
 
 
+def line_above(prefix: str) -> str:
+    """The line before the last line of `prefix` ("" when there is none)."""
+    end = prefix.rfind("\n")
+    return prefix[prefix.rfind("\n", 0, end) + 1 : end] if end >= 0 else ""
+
+
+def repeats_line_above(text: str, line_prefix: str, above: str) -> bool:
+    """Whether text written on a blank line opens by writing the line above again, indentation and all:
+    never the line wanted (on SantaCoder-FIM, not one such completion was right). Lines without a word
+    (closing brackets) may repeat."""
+    if line_prefix.strip():
+        return False
+    first = (line_prefix + text.split("\n", 1)[0]).rstrip()
+    return first == above.rstrip() and _has_word(first)
+
+
 def cut_repeated_line(text: str, shape: Shape) -> str:
     """Cut before a line that repeats the one before it, indentation and all: a model going round a loop.
 
@@ -240,6 +258,8 @@ def postprocess(text: str, shape: Shape) -> str | None:
     """The completion to offer, or None when nothing useful is left."""
     text = drop_unprintable(text)
     text = keep_to_scope(text, shape)
+    if repeats_line_above(text, shape.line_prefix, shape.line_above):
+        return None
     text = cut_repeated_line(text, shape)
     if is_looping(text):
         return None
