@@ -10,6 +10,8 @@ import pytest
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.runtime.options import CompletionOptions, Options
 from evaluation.bench.cli import main
+from evaluation.bench.drafter import agreeing
+from evaluation.bench.drafter import main as drafter_main
 from evaluation.bench.prefill import main as prefill_main
 from evaluation.bench.replay import Replay, replay
 from evaluation.bench.scripts import END, TYPE, big_file, load_scripts, parse_script
@@ -106,3 +108,13 @@ def test_the_prefill_benchmark_prints_both_ways(tiny_model_dir, capsys, monkeypa
             line.startswith(f"{way}: cold prefill of 150 / 300 / 1000 / 2000 tokens")
             and "RSS after 2 more" in line
         )
+
+
+def test_the_drafter_benchmark_counts_the_tokens_a_verifying_pass_keeps(tiny_model_dir, capsys):
+    assert agreeing((1, 2, 3, 4), (1, 2, 9, 4)) == 2 and agreeing((1, 2), (1, 2, 3)) == 2
+    assert agreeing((), (1,)) == 0
+    model = ["--model", str(tiny_model_dir)]
+    assert drafter_main(["heldout", "--language", "python", "--limit", "2", "--steps", "1,2", *model]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 rows, greedy answers") and "1 step(s): agrees with greedy for" in out
+    assert "2 step(s)" in out
