@@ -40,21 +40,21 @@ def make_drafts(
     cursor = context.cursor
     haystacks = [Haystack(text, cursor - 1, cursor), *(Haystack(other) for other in neighbours)]
     before = text[max(0, cursor - MAX_KEY) : cursor]
-    above = line_above(context.prefix)
-    found = [
-        Draft(draft, "lookup")
-        for c in continuations(before, haystacks, lines, LOOKUP_DRAFTS)
-        # A lookup that writes the line above again gives its place to the model's own draft.
-        if not repeats_line_above(draft := reindented(c, context), context.line_prefix, above)
-    ]
+    lookups = continuations(before, haystacks, lines, LOOKUP_DRAFTS)
+    found = [Draft(reindented(c, context), "lookup") for c in lookups]
     if tree is not None:
         template = structure_draft(context, text, tree)
         if template:
             found.append(Draft(template, "structure"))
     next_line = context.suffix.split("\n", 2)[1] if context.suffix.count("\n") >= 1 else ""
+    above = line_above(context.prefix)
     drafts: list[Draft] = []
     for draft in found:
         cut = cut_before_suffix(draft.text, context.line_suffix, next_line)
+        # One that writes the line above again (a sibling template is often that line) gives its place
+        # to the model's own draft: left as it is, it would be dropped after the canvas.
+        if repeats_line_above(cut, context.line_prefix, above):
+            continue
         if cut.strip() and cut not in (d.text for d in drafts):
             drafts.append(Draft(cut, draft.kind))
     return tuple(drafts[:MAX_DRAFTS])
