@@ -3,7 +3,8 @@
 - lookup: what followed the longest match of the text before the cursor, in this document and in
   the other open documents of its language (never a file the client did not open);
 - structure: the previous statement of the same kind in the same block (tree-sitter), as a template.
-Each is cut to the planner's scope and stops where it would repeat the code after the cursor.
+Each is cut to the planner's scope and stops where it would repeat the code after the cursor; one that
+would write the line above again is no draft.
 """
 
 from __future__ import annotations
