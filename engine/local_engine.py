@@ -310,8 +310,9 @@ class LocalEngine:
         if drafts:
             guess = init.clone()
             sticky = self._seed_drafts(
-                init, guess, drafts, length - len(anchor), request.draft_noise, generator
-            )
+                init, guess, drafts, length - len(anchor), request.draft_noise, generator,
+                least=2 if request.lead else 1,  # the lead's own line break ends no line
+            )  # fmt: skip
         if anchor:
             init[:, length - len(anchor) :] = torch.tensor(anchor, device=self.device)
             fixed[:, length - len(anchor) :] = True
@@ -336,9 +337,10 @@ class LocalEngine:
         room: int,
         noise: float,
         generator: torch.Generator,
+        least: int = 1,
     ) -> torch.Tensor:
         """Write each draft, then EOS, into its row of `guess` and of `init` ([B, C]), where a `noise`
-        share stays noise.
+        share stays noise; one cut to fit keeps at least `least` tokens.
 
         Returns where each row is sticky: a draft token the model does not replace with confidence
         comes back, instead of noise.
@@ -346,7 +348,7 @@ class LocalEngine:
         sticky = torch.zeros_like(init, dtype=torch.bool)
         eos = min(self.format.eos_ids)
         for row, draft in enumerate(drafts):
-            tokens = draft + [eos] if len(draft) < room else self._fitted(draft, room, eos)
+            tokens = draft + [eos] if len(draft) < room else self._fitted(draft, room, eos, least)
             seeded = torch.tensor(tokens, device=self.device)
             guess[row, : len(tokens)] = seeded
             kept = torch.rand(len(tokens), generator=generator, device=self.device) >= noise
@@ -354,11 +356,12 @@ class LocalEngine:
             sticky[row, : len(tokens)] = kept
         return sticky
 
-    def _fitted(self, draft: list[int], room: int, eos: int) -> list[int]:
+    def _fitted(self, draft: list[int], room: int, eos: int, least: int = 1) -> list[int]:
         """The row for a draft that does not fit in `room` tokens with its EOS: up to its last line break
-        that fits and ends a statement (no bracket of its own left open), then EOS, so that the row ends
-        on whole lines; without one it is cut there and the next canvas goes on with it."""
-        for end in range(room - 1, 0, -1):
+        that fits, ends a statement (no bracket of its own left open) and keeps `least` tokens or more
+        (a lead's line break is no line end: cut there, the row would be the lead alone), then EOS, so
+        that the row ends on whole lines; without one it is cut there and the next canvas goes on with it."""
+        for end in range(room - 1, least - 1, -1):
             if "\n" in self.format.decode(draft[end - 1 : end]):
                 head = self.format.decode(draft[:end])
                 if open_brackets(head) <= 0:

@@ -101,3 +101,11 @@ def test_the_planner_moves_an_empty_lines_break_into_the_lead(engine):
 def test_offsets_and_text_without_the_lead():
     assert without_lead("\n    x", "\n") == "    x" and without_lead("    x", "\n") == "    x"
     assert offsets_without_lead((0, 5, 6), "\n") == (0, 4, 5)
+
+
+def test_a_long_draft_is_not_cut_at_the_leads_own_line_break(engine):
+    draft = engine.format.encode("\n    total = first + second + third + fourth + fifth")
+    eos = min(engine.format.eos_ids)
+    assert "\n" in engine.format.decode(draft[:1]) and "\n" not in engine.format.decode(draft[1:])
+    assert engine._fitted(draft, 6, eos) == draft[:1] + [eos]  # without a lead: the break ends a line
+    assert engine._fitted(draft, 6, eos, least=2) == draft[:6]  # with one: the next canvas goes on
