@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 # A context in which an engine runs a burst of large allocations: the process's heap policy.
@@ -110,6 +110,11 @@ class InfillRequest:
             raise ValueError("draft_noise must be between 0 and 1")
         if self.decoder not in ("diffusion", "autoregressive"):
             raise ValueError("decoder must be 'diffusion' or 'autoregressive'")
+
+    def with_lead_in_prefix(self) -> InfillRequest:
+        """The same request with its lead back at the end of the prefix: for a seed, which is read from
+        the cursor, and for a model that learned no line break joined to indentation."""
+        return replace(self, prefix=self.prefix + self.lead, lead="") if self.lead else self
 
     @staticmethod
     def deadline_in(ms: float) -> float:

@@ -115,7 +115,7 @@ class LocalEngine:
         if request.lead and self.format.family != "fim":
             # Only our fill-in-the-middle checkpoints learned the line break and indentation as one
             # token; the chat checkpoint answers in a message: the lead goes back to the prefix.
-            request = replace(request, prefix=request.prefix + request.lead, lead="")
+            request = request.with_lead_in_prefix()
         if request.decoder == "autoregressive":
             return decode_autoregressive(self, request)
         started = time.perf_counter()

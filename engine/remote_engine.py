@@ -84,7 +84,7 @@ class RemoteEngine:
         content = INSTRUCTION.format(
             language=request.language or "source",
             mark=CURSOR_MARK,
-            prefix=request.prefix + request.lead,  # its server tokenizes the text its own way
+            prefix=request.with_lead_in_prefix().prefix,  # its server tokenizes the text its own way
             suffix=request.suffix,
         )
         reply = self._call(

@@ -71,6 +71,12 @@ def test_a_repeated_pattern_gives_a_lookup_draft_cut_to_one_line():
     assert all("\n" not in d.text for d in drafts)  # a single-line request gets single-line drafts
 
 
+def test_the_context_holds_the_line_above_the_cursors():
+    assert context_at("a = 1\nb = 2\nc", 13)[0].line_above == "b = 2"
+    assert context_at("a = 1\n", 6)[0].line_above == "a = 1"
+    assert context_at("a = 1", 3)[0].line_above == ""
+
+
 def test_a_lookup_that_writes_the_line_above_again_leaves_its_place():
     # `go()` then `b = 2` matched the top of the file, where `b = 2` came twice: the draft would repeat it.
     text = "go()\nb = 2\nb = 2\nstop()\ngo()\nb = 2\n\nend()\n"

@@ -12,7 +12,6 @@ from dgemma_lsp.inline.postprocess import (
     finish_statement,
     is_looping,
     keep_to_scope,
-    line_above,
     open_brackets,
     postprocess,
     repeats_line_above,
@@ -195,4 +194,3 @@ def test_a_blank_line_that_writes_the_line_above_again_is_none():
     assert postprocess("    }", replace(single(), line_above="    }")) == "    }"  # no word: closers repeat
     after_code = replace(single(), line_prefix="    count ", line_above="    count += 1")
     assert not repeats_line_above("+= 1", after_code.line_prefix, after_code.line_above)
-    assert line_above("a\nb\nc") == "b" and line_above("a\n") == "a" and line_above("a") == ""

@@ -55,6 +55,7 @@ class CompletionContext:
     scope: str | None  # node type of the enclosing closed block, if the tree has one
     code_above: tuple[int, int] | None  # row and indentation of the nearest code line above the cursor's
     indent_below: int  # indentation of the nearest code line below the cursor's (-1: none)
+    line_above: str  # the line before the cursor's, without its break ("" on the first line)
 
 
 def build_context(
@@ -115,4 +116,5 @@ def build_context(
         scope=block.type if block is not None else None,
         code_above=None if above is None else (above, indent_of(lines.line(above))),
         indent_below=-1 if below is None else indent_of(lines.line(below)),
+        line_above=lines.line(at.row - 1) if at.row > 0 else "",
     )

@@ -15,7 +15,7 @@ from tree_sitter import Node, Tree
 
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations, cut_before_suffix
-from dgemma_lsp.inline.postprocess import line_above, repeats_line_above
+from dgemma_lsp.inline.postprocess import repeats_line_above
 
 MAX_DRAFTS = 2  # each draft is a canvas row: a step over 3 rows costs about twice one over 1
 LOOKUP_DRAFTS = 1
@@ -48,13 +48,12 @@ def make_drafts(
         if template:
             found.append(Draft(template, "structure"))
     next_line = context.suffix.split("\n", 2)[1] if context.suffix.count("\n") >= 1 else ""
-    above = line_above(context.prefix)
     drafts: list[Draft] = []
     for draft in found:
         cut = cut_before_suffix(draft.text, context.line_suffix, next_line)
         # One that writes the line above again (a sibling template is often that line) gives its place
         # to the model's own draft: left as it is, it would be dropped after the canvas.
-        if repeats_line_above(cut, context.line_prefix, above):
+        if repeats_line_above(cut, context.line_prefix, context.line_above):
             continue
         if cut.strip() and cut not in (d.text for d in drafts):
             drafts.append(Draft(cut, draft.kind))

@@ -12,7 +12,7 @@ from tree_sitter import Language
 from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext, build_context
 from dgemma_lsp.inline.drafts import make_drafts
-from dgemma_lsp.inline.postprocess import Shape, line_above
+from dgemma_lsp.inline.postprocess import Shape
 from dgemma_lsp.runtime.options import Options, completion_budget_ms
 from engine import Engine, InfillRequest
 
@@ -123,5 +123,5 @@ def shape_of(context: CompletionContext) -> Shape:
         suffix=context.suffix,
         line_prefix=context.line_prefix,
         open_brackets=context.stop.open_brackets,
-        line_above=line_above(context.prefix),
+        line_above=context.line_above,
     )

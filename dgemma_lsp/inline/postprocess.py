@@ -222,12 +222,6 @@ def _has_word(text: str) -> bool:
     return any(word not in _LITERALS for word in _WORD.findall(text))
 
 
-def line_above(prefix: str) -> str:
-    """The line before the last line of `prefix` ("" when there is none)."""
-    end = prefix.rfind("\n")
-    return prefix[prefix.rfind("\n", 0, end) + 1 : end] if end >= 0 else ""
-
-
 def repeats_line_above(text: str, line_prefix: str, above: str) -> bool:
     """Whether text written on a blank line opens by writing the line above again, indentation and all:
     never the line wanted (on SantaCoder-FIM, not one such completion was right). Lines without a word

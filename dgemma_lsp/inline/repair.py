@@ -107,9 +107,7 @@ def repair_request(
     broken = [i for i, (a, b) in enumerate(token_spans) if any(a < y and x < b for x, y in spans)]
     fixed = tuple(i for i in range(len(token_spans)) if i not in set(broken))
     return replace(
-        request,
-        prefix=request.prefix + request.lead,  # the seed is read from the cursor
-        lead="",
+        request.with_lead_in_prefix(),  # the seed is read from the cursor
         seed_canvas=middle,
         drafts=(),
         fixed_positions=fixed,

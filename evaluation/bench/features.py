@@ -128,9 +128,7 @@ def typing(engine: Engine, items: list[Item], typed: int = 2) -> dict:
         typed_item = replace(item, prefix=item.prefix + text[:typed])
         request = _plan(engine, typed_item).request
         fresh_steps += engine.infill(request).steps
-        seeded = replace(
-            request, prefix=request.prefix + request.lead, lead="", seed_canvas=text[typed:], drafts=()
-        )  # a seed is read from the cursor: no lead
+        seeded = replace(request.with_lead_in_prefix(), seed_canvas=text[typed:], drafts=())
         seeded_steps += engine.infill(seeded).steps
         n += 1
     return {
