@@ -28,7 +28,10 @@ def parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("run", help="train (or resume) a run")
     tr.add_argument("--corpus", required=True)
     tr.add_argument("--run", required=True)
-    tr.add_argument("--shape", default="small")
+    tr.add_argument(
+        "--shape", default="",
+        help="shape of a new run (default small); with --from-snapshot, a deeper shape grows the snapshot",
+    )  # fmt: skip
     tr.add_argument("--languages", default="", help="comma-separated corpus languages (default: all)")
     tr.add_argument(
         "--validate-languages", default="",
@@ -85,7 +88,7 @@ def parser() -> argparse.ArgumentParser:
 def new_run_config(args: argparse.Namespace) -> TrainConfig:
     """The config a new run gets from the flags; a run that has a config.json keeps its own."""
     return TrainConfig(
-        shape=args.shape,
+        shape=args.shape or "small",
         batch_size=args.batch_size,
         lr=args.lr,
         bf16=not args.no_bf16,
@@ -111,6 +114,7 @@ def session(args: argparse.Namespace) -> Session:
         max_tokens=args.max_tokens,
         cooldown_steps=args.cooldown_steps,
         from_snapshot=Path(args.from_snapshot) if args.from_snapshot else None,
+        deeper_shape=args.shape,
         validate_every_tokens=args.validate_every_tokens,
         completion_rows=args.completion_rows,
         log_every=args.log_every,

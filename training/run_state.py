@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from training.config import TrainConfig
+from training.growth import grow_layers, layer_count
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,9 @@ def load_snapshot(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torc
     Progress goes on from the snapshot's: steps, tokens, seconds and CPU seconds keep adding up.
     """
     weights = {k: v.float() for k, v in load_file(source / "model.safetensors").items()}
+    depth = model.config.text_config.num_hidden_layers
+    if layer_count(weights) < depth:
+        weights = grow_layers(weights, depth)
     model.load_state_dict(weights, strict=False)
     if (source / "ema.safetensors").exists():
         ema = {k: v.float() for k, v in load_file(source / "ema.safetensors").items()}

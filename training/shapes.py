@@ -38,22 +38,25 @@ _SMALL = ModelShape(
     canvas_length=32,
 )
 
+_TINY = ModelShape(
+    vocab_size=512,
+    hidden_size=64,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=32,
+    intermediate_size=128,
+    num_experts=4,
+    top_k_experts=2,
+    moe_intermediate_size=64,
+    canvas_length=16,
+    max_positions=2048,
+)
+
 SHAPES: dict[str, ModelShape] = {
-    # Test-only: random weights in well under a second, a few hundred KB.
-    "tiny": ModelShape(
-        vocab_size=512,
-        hidden_size=64,
-        num_layers=2,
-        num_heads=2,
-        num_kv_heads=1,
-        head_dim=32,
-        intermediate_size=128,
-        num_experts=4,
-        top_k_experts=2,
-        moe_intermediate_size=64,
-        canvas_length=16,
-        max_positions=2048,
-    ),
+    # Test-only: random weights in well under a second, a few hundred KB; "tiny-l3" is it grown a layer.
+    "tiny": _TINY,
+    "tiny-l3": replace(_TINY, num_layers=3),
     "small": _SMALL,
     # Ablations of "small" at about its active parameters: two experts instead of eight (the expert
     # loop costs wall-clock time on a CPU), and deep-and-thin (MobileLLM) with two small experts.
@@ -61,6 +64,8 @@ SHAPES: dict[str, ModelShape] = {
     "deep8": replace(_SMALL, num_layers=8, intermediate_size=256, num_experts=2, moe_intermediate_size=128),
     # "small" with a 4,096-token vocabulary: the tied head and embedding are a third of its FLOPs.
     "small-v4k": replace(_SMALL, vocab_size=4096),
+    # "small" six layers deep: grown from a "small" snapshot (`training/growth.py`), a capacity step.
+    "small-l6": replace(_SMALL, num_layers=6),
     # For a lent GPU: ~30M parameters, still small enough to ship in bf16 under 60 MB.
     "base": ModelShape(
         vocab_size=8192,

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -45,6 +45,7 @@ class Session:
     max_tokens: float = 0
     cooldown_steps: int = 0
     from_snapshot: Path | None = None
+    deeper_shape: str = ""  # a new run from a snapshot grows to this shape (more layers, all else equal)
     validate_every_tokens: float = 0
     completion_rows: int = 0  # held-out positions completed by the model alone at each validation
     log_every: int = 20
@@ -94,7 +95,11 @@ def learning_rate(
 
 
 def open_run(
-    run: Run, new_config: TrainConfig, from_snapshot: Path | None, overrides: dict[str, str] | None = None
+    run: Run,
+    new_config: TrainConfig,
+    from_snapshot: Path | None,
+    overrides: dict[str, str] | None = None,
+    deeper_shape: str = "",
 ) -> tuple[TrainConfig, Path | None]:
     """The run's config (`new_config` for a new run) and the snapshot to start from, if any is still due."""
     run.folder.mkdir(parents=True, exist_ok=True)
@@ -107,11 +112,23 @@ def open_run(
     if cfg is None:
         cfg = new_config
         run.write_config(cfg)
+    elif from_snapshot and deeper_shape and deeper_shape != cfg.shape:
+        cfg = deeper(cfg, deeper_shape)
+        run.write_config(cfg)
     if overrides:
         cfg = cfg.with_overrides(overrides)
         run.write_config(cfg)
         logger.info("config set from now on: %s", overrides)
     return cfg, from_snapshot
+
+
+def deeper(cfg: TrainConfig, shape: str) -> TrainConfig:
+    """The snapshot's config with a deeper shape: the only change a run started from a snapshot can make."""
+    have, want = shape_by_name(cfg.shape), shape_by_name(shape)
+    if replace(want, num_layers=have.num_layers) != have or want.num_layers <= have.num_layers:
+        raise SystemExit(f"--shape {shape}: a run from a {cfg.shape} snapshot can only grow deeper")
+    logger.info("growing the snapshot's %d layers to %d (%s)", have.num_layers, want.num_layers, shape)
+    return replace(cfg, shape=shape)
 
 
 def initial_state(
@@ -195,7 +212,9 @@ def time_left(
 
 
 def train(run: Run, session: Session, new_config: TrainConfig) -> None:
-    cfg, from_snapshot = open_run(run, new_config, session.from_snapshot, session.overrides)
+    cfg, from_snapshot = open_run(
+        run, new_config, session.from_snapshot, session.overrides, session.deeper_shape
+    )
     device = session.device
     if cfg.bf16 and device == "cpu":
         # Batches of many shapes filled oneDNN's per-shape caches as they fill the server's: capped,

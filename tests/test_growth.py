@@ -1,0 +1,99 @@
+"""Growing a snapshot deeper: the grown model computes what the snapshot did, then trains on from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from engine.tokenizer import load_tokenizer
+from training.checkpoint import new_model
+from training.cli import main
+from training.growth import grow_layers, layer_count, source_layers
+from training.run_state import parameters
+from training.shapes import shape_by_name
+
+from .test_train import corpus
+
+
+def test_new_layers_spread_evenly_and_every_old_layer_stays():
+    assert source_layers(4, 6) == [0, 0, 1, 2, 2, 3]
+    assert source_layers(2, 3) == [0, 0, 1]
+    assert source_layers(4, 4) == [0, 1, 2, 3]
+    with pytest.raises(ValueError):
+        source_layers(4, 3)
+
+
+def test_a_grown_model_computes_what_the_snapshot_did(tiny_model_dir):
+    tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")
+    small = new_model(shape_by_name("tiny"), tokenizer, seed=1).eval()
+    weights = {k: v.float() for k, v in parameters(small).items()}
+    for key, value in weights.items():  # trained post-norms are not ones: the copies must carry them
+        if "layernorm" in key:
+            value.uniform_(0.5, 1.5)
+    small.load_state_dict(weights, strict=False)
+    grown_weights = grow_layers(weights, 3)
+    assert layer_count(grown_weights) == 3
+    deep = new_model(shape_by_name("tiny-l3"), tokenizer, seed=2).eval()
+    deep.load_state_dict(grown_weights, strict=False)
+    added = "model.encoder.language_model.layers.1."
+    assert not grown_weights[added + "post_attention_layernorm.weight"].any()
+    assert torch.equal(
+        grown_weights[added + "self_attn.q_proj.weight"],
+        weights[added.replace("1.", "0.") + "self_attn.q_proj.weight"],
+    )
+    ids = torch.randint(5, 500, (2, 24))
+    with torch.no_grad():
+        before = small.model.encoder.language_model(input_ids=ids).last_hidden_state
+        after = deep.model.encoder.language_model(input_ids=ids).last_hidden_state
+    assert torch.allclose(before, after, atol=1e-6)
+
+
+def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
+    data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
+    main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
+    common = ["--corpus", str(data), "--batch-size", "2", "--threads", "1"]
+    main(["run", "--run", str(run), *common, "--shape", "tiny", "--steps", "2"])
+    packed = tmp_path / "campaign"
+    main(["snapshot", "--run", str(run), "--out", str(packed)])
+    tokens = json.loads((packed / "progress.json").read_text())["tokens"]
+
+    deeper = tmp_path / "deeper"
+    main(
+        [
+            "run",
+            "--run",
+            str(deeper),
+            *common,
+            "--shape",
+            "tiny-l3",
+            "--from-snapshot",
+            str(packed),
+            "--steps",
+            "3",
+        ]
+    )
+    assert json.loads((deeper / "config.json").read_text())["shape"] == "tiny-l3"
+    assert layer_count(load_file(deeper / "state" / "model.safetensors")) == 3
+    progress = json.loads((deeper / "state" / "progress.json").read_text())
+    assert progress["step"] == 5 and progress["tokens"] > tokens  # the campaign's count goes on
+    main(["export", "--run", str(deeper), "--out", str(tmp_path / "export")])
+    assert (
+        json.loads((tmp_path / "export" / "config.json").read_text())["text_config"]["num_hidden_layers"] == 3
+    )
+
+    with pytest.raises(SystemExit, match="can only grow deeper"):
+        main(
+            [
+                "run",
+                "--run",
+                str(tmp_path / "wider"),
+                *common,
+                "--shape",
+                "small",
+                "--from-snapshot",
+                str(packed),
+            ]
+        )
