@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="no next-token draft where the code around the cursor offers none (other drafts stay)",
     )  # fmt: skip
     parser.add_argument(
+        "--no-context-drafts", action="store_true",
+        help="no lookup or structure draft: the model alone, its next-token head drafting for its canvas",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-gates", action="store_true", help="ignore the model's calibrated confidence gates"
     )
     parser.add_argument(
@@ -87,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             compare_ar=args.compare_ar, max_steps=args.max_steps, budget_ms=args.budget_ms,
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
             drafts=not args.no_drafts, next_token_draft=not args.no_next_token_draft,
+            context_drafts=not args.no_context_drafts,
             gates=not args.no_gates, single_line_canvas=args.single_line_canvas,
         )  # fmt: skip
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""

@@ -42,6 +42,9 @@ class EvalOptions:
     copy_baseline: bool = True  # a row for the copy heuristic (no model) in every table
     drafts: bool = True  # the pipeline's drafts stage (the server's default); off: no draft of any kind
     next_token_draft: bool = True  # the engine's own draft where the code offers none (the server's default)
+    # Lookup and structure drafts, from the code around the cursor; off with the next-token draft on, the
+    # model works alone as the engine runs it: its head drafts, its canvas revises, nothing is copied.
+    context_drafts: bool = True
     gates: bool = True  # the model's calibrated confidence gates, if it ships them (the server's default)
     max_steps: int | None = None  # None: the checkpoint's generation config decides
     budget_ms: int | None = None  # None: the server's default for the engine's device; 0: none
@@ -163,7 +166,7 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
         ),
         max_steps=options.max_steps or 0,
         decoder=decoder,
-        drafts=options.drafts,
+        drafts=options.drafts and options.context_drafts,
         next_token_draft=options.drafts and options.next_token_draft,
         min_mean_confidence_percent=None if options.gates else 0,
         min_line_confidence_percent=None if options.gates else 0,

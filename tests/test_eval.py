@@ -16,7 +16,7 @@ from evaluation import cli
 from evaluation.benchmarks import BENCHMARKS_ENV, Item, load_items
 from evaluation.execute import check_completion, network_isolation
 from evaluation.metrics import edit_similarity, exact_match, levenshtein, mean, percentile
-from evaluation.runner import EditorView
+from evaluation.runner import EditorView, EvalOptions, server_options
 
 # ---- loaders -----------------------------------------------------------------------------------
 
@@ -335,3 +335,14 @@ def test_eval_end_to_end_compare_ar(tiny_model_dir, tmp_path, one_thread, capsys
         # Without the prefill each decoder is faster than with it, by its rows' own prefill time
         assert speed["diffusion_decode_tokens_per_s"] > speed["diffusion_tokens_per_s"]
         assert speed["autoregressive_decode_tokens_per_s"] > speed["autoregressive_tokens_per_s"]
+
+
+def test_the_model_alone_drafts_for_itself_and_copies_nothing(tiny_model_dir, tmp_path, one_thread):
+    alone = server_options(EvalOptions(context_drafts=False), "diffusion").completion
+    assert not alone.drafts and alone.next_token_draft  # its own head drafts for its canvas
+    nothing = server_options(EvalOptions(drafts=False), "diffusion").completion
+    assert not nothing.drafts and not nothing.next_token_draft  # the canvas from noise
+    report = _run_cli(tiny_model_dir, tmp_path, "--no-context-drafts")
+    assert report["options"]["context_drafts"] is False and report["options"]["next_token_draft"] is True
+    origins = {row["completions"]["diffusion"]["origin"] for row in report["rows"]}
+    assert not origins & {"lookup", "structure"}
