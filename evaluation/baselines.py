@@ -28,8 +28,12 @@ def copy_completion(prefix: str, suffix: str, kind: str) -> str:
     block's header line). A match stays on one line; the proposal is the rest of the matched line
     (rest_of_line, expression: less the text the suffix already holds on the cursor's line) or, for
     a block, the body under the matched line, as many lines as that earlier scope has, re-indented.
+    On an emptied line (`line`) the key is the line above, matched at a line's end, and the proposal
+    the line after the match.
     """
     lines = prefix.split("\n")
+    if kind == "line":
+        return _line_after_match(lines)
     fresh_body = kind == "block" and not lines[-1].strip() and len(lines) > 1
     key_line = lines[-2] if fresh_body else lines[-1]
     earlier = lines[:-2] if fresh_body else lines[:-1]
@@ -61,6 +65,20 @@ def copy_completion(prefix: str, suffix: str, kind: str) -> str:
         if fresh_body
         else rest + "\n" + "\n".join(body)
     )
+
+
+def _line_after_match(lines: list[str]) -> str:
+    """The line after the latest earlier line that ends with the longest end of the line above the
+    cursor, unindented: the other kinds' key and proposal, moved one line up."""
+    key, text = lines[-2].strip() if len(lines) > 1 else "", "\n".join(lines[:-2]) + "\n"
+    for size in range(len(key), MIN_MATCH - 1, -1):
+        at = text.rfind(key[-size:] + "\n")
+        while at >= 0:
+            following = text[at + size + 1 :].split("\n", 1)[0].strip()
+            if following:
+                return following
+            at = text.rfind(key[-size:] + "\n", 0, at)
+    return ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,15 @@ import pytest
 
 from evaluation.baselines import copy_completion, score_copy_baseline
 from evaluation.benchmarks import Item, load_items
-from evaluation.heldout.cuts import KINDS, FileSyntax, candidate_cuts, positions
+from evaluation.heldout.cuts import (
+    ALL_KINDS,
+    KINDS,
+    LINES_PER_FILE,
+    FileSyntax,
+    candidate_cuts,
+    line_cuts,
+    positions,
+)
 from evaluation.heldout.records import DATA_DIR, OUTPUTS, HeldoutRecord, read_records
 from evaluation.heldout.sources import SOURCES
 from evaluation.heldout.syntax import parses_cleanly
@@ -47,9 +55,11 @@ def test_each_file_loads_as_a_benchmark_with_its_kinds(name):
     language, _ = OUTPUTS[name]
     assert {i.language for i in items} == {language}
     kinds = Counter(i.kind for i in items)
-    assert set(kinds) == set(KINDS)
+    assert set(kinds) == set(ALL_KINDS)
+    drawn_together = len(items) - kinds["line"]
     for kind in KINDS:  # steered to 40/30/30
-        assert 0.2 <= kinds[kind] / len(items) <= 0.5, kinds
+        assert 0.2 <= kinds[kind] / drawn_together <= 0.5, kinds
+    assert 0.15 <= kinds["line"] / len(items) <= 0.3, kinds  # drawn on their own, on top
     assert all(i.single_line == (i.kind != "block") and i.check is None for i in items)
     assert load_items("heldout", limit=3, language=name)[0].id == items[0].id
 
@@ -72,7 +82,7 @@ def test_ids_are_unique_and_records_are_complete(records):
     for r in records:
         source = sources[r.source]
         assert (r.language, r.split) == (source.language, source.split)
-        assert r.kind in KINDS
+        assert r.kind in ALL_KINDS
         assert r.license and all(part in PERMISSIVE for part in r.license.split(" AND "))
         assert any(ch.isalnum() for ch in r.middle)
 
@@ -85,9 +95,10 @@ def test_every_record_is_its_whole_file_cut_at_a_syntactic_unit(records):
         text, language = cuts[0].text, cuts[0].language
         assert all(c.text == text for c in cuts), path  # one file, one text
         assert parses_cleanly(text, language, path), path  # the build kept clean parses only
-        assert len(cuts) <= 3
+        assert len(cuts) <= 3 + LINES_PER_FILE
         syntax = FileSyntax(text, language, path)
         offered = {(kind, c.start, c.end) for kind, found in candidate_cuts(syntax).items() for c in found}
+        offered |= {("line", c.start, c.end) for c in line_cuts(syntax)}
         for c in cuts:
             start = len(c.prefix.encode())
             assert (c.kind, start, start + len(c.middle.encode())) in offered, c.id
@@ -97,6 +108,8 @@ def test_every_record_is_its_whole_file_cut_at_a_syntactic_unit(records):
                 assert "\n" not in c.middle
             if c.kind == "expression":
                 assert c.suffix.split("\n", 1)[0].strip()  # code follows on the line
+            if c.kind == "line":  # an emptied line: its indentation before the cursor, nothing after
+                assert not c.prefix.rsplit("\n", 1)[-1].strip() and c.suffix[:1] in ("\n", "")
 
 
 def test_report_and_calibration_sources_are_disjoint(records):
@@ -151,6 +164,14 @@ def test_copy_baseline_copies_a_planted_block_body():
     assert at_header_end == "\n        self.flush()\n        self.closed = True"
     on_body_line = copy_completion(earlier + "    def close(self):\n        ", "\n", "block")
     assert on_body_line == "self.flush()\n        self.closed = True"
+
+
+def test_copy_baseline_writes_an_emptied_line_from_the_line_after_an_earlier_match():
+    earlier = "    total = compute(x)\n    check(total)\n\n"
+    assert copy_completion(earlier + "    total = compute(x)\n    ", "\n", "line") == "check(total)"
+    # The longest end of the line above that ends an earlier line: "(x)" is too short, "compute(x)" is not.
+    assert copy_completion(earlier + "    other = compute(x)\n    ", "\n", "line") == "check(total)"
+    assert copy_completion("alpha = 1\nbeta = 2\n", "\n", "line") == ""
 
 
 def test_copy_baseline_is_empty_when_nothing_repeats():

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from evaluation.heldout.cuts import KINDS, positions
+from evaluation.heldout.cuts import KINDS, Position, line_positions, positions
 from evaluation.heldout.decontaminate import Decontamination, corpus_shards, decontaminate
 from evaluation.heldout.records import DATA_DIR, OUTPUTS, HeldoutRecord, output_name, write_records
 from evaluation.heldout.sources import SOURCES, HeldoutSource, fetch, read_source
@@ -31,6 +31,8 @@ MIN_FILE_LINES = 40
 SEED = 20261203
 # Positions kept per output file at most: enough for the figures, small enough for the repo.
 MAX_POSITIONS: dict[str, int] = {"python": 270, "python-calibration": 180, "typescript": 120, "lua": 120}
+# `line` positions, drawn after the others from the same files and kept on top of them.
+MAX_LINE_POSITIONS: dict[str, int] = {"python": 80, "python-calibration": 60, "typescript": 40, "lua": 40}
 
 _TEST_DIRS = frozenset({"test", "tests", "_tests", "testing", "__tests__", "spec", "specs", "fixtures"})
 _TEST_NAME = re.compile(r"^(?:test_.*\.py|.*_test\.py|conftest\.py|.*\.(?:test|spec)\.tsx?|.*_spec\.lua)$")
@@ -117,26 +119,42 @@ def gather(source: HeldoutSource, cache: Path, offline: bool) -> tuple[SourceRep
 def cut_records(file: HeldoutFile, seed: int, tally: Counter[str]) -> list[HeldoutRecord]:
     """The file's positions, drawn with a generator seeded by the build seed and the file's key."""
     rng = random.Random(f"{seed}:{file.key}")
-    language, split = file.source.language, file.source.split
+    return [record_of(file, pos) for pos in positions(file.text, file.source.language, rng, tally, file.path)]
+
+
+def record_of(file: HeldoutFile, pos: Position) -> HeldoutRecord:
+    """The record of one position; its id names the cursor's line and column (1-based)."""
+    language = file.source.language
+    line = pos.prefix.count("\n") + 1
+    column = len(pos.prefix) - (pos.prefix.rfind("\n") + 1) + 1
+    return HeldoutRecord(
+        id=f"{language}/{file.source.name}/{file.path}:{line}:{column}",
+        language=language,
+        kind=pos.kind,
+        split=file.source.split,
+        source=file.source.id,
+        path=file.path,
+        license=file.license,
+        prefix=pos.prefix,
+        middle=pos.middle,
+        suffix=pos.suffix,
+    )
+
+
+def line_records(
+    files: list[tuple[HeldoutFile, frozenset[int]]], limit: int, seed: int
+) -> list[HeldoutRecord]:
+    """`line` positions of `files` (each with the cursors its other positions took), each file's drawn by
+    its own generator, then `limit` of them at random."""
     records = []
-    for pos in positions(file.text, language, rng, tally, file.path):
-        line = pos.prefix.count("\n") + 1
-        column = len(pos.prefix) - (pos.prefix.rfind("\n") + 1) + 1
-        records.append(
-            HeldoutRecord(
-                id=f"{language}/{file.source.name}/{file.path}:{line}:{column}",
-                language=language,
-                kind=pos.kind,
-                split=split,
-                source=file.source.id,
-                path=file.path,
-                license=file.license,
-                prefix=pos.prefix,
-                middle=pos.middle,
-                suffix=pos.suffix,
-            )
-        )
-    return records
+    for file, taken in files:
+        rng = random.Random(f"{seed}:line:{file.key}")
+        found = line_positions(file.text, file.source.language, rng, file.path, taken)
+        records.extend(record_of(file, pos) for pos in found)
+    if len(records) <= limit:
+        return records
+    keep = {id(r) for r in random.Random(f"{seed}:line-cap").sample(records, limit)}
+    return [r for r in records if id(r) in keep]
 
 
 def cap(records: list[HeldoutRecord], limit: int, seed: int) -> list[HeldoutRecord]:
@@ -168,6 +186,7 @@ def build(
     decontam = decontaminate({f.key: f.text for f in files}, shards)
     out.mkdir(parents=True, exist_ok=True)
     by_output: dict[str, list[HeldoutRecord]] = {name: [] for name in OUTPUTS}
+    kept_files: dict[str, list[tuple[HeldoutFile, frozenset[int]]]] = {name: [] for name in OUTPUTS}
     tallies: dict[str, Counter[str]] = {name: Counter() for name in OUTPUTS}
     by_source = {r.source.id: r for r in reports}
     for file in files:
@@ -177,11 +196,14 @@ def build(
         by_source[file.source.id].kept += 1
         by_source[file.source.id].licenses[file.license] += 1
         name = output_name(file.source.language, file.source.split)
-        by_output[name].extend(cut_records(file, seed, tallies[name]))
+        cut = cut_records(file, seed, tallies[name])
+        by_output[name].extend(cut)
+        kept_files[name].append((file, frozenset(len(r.prefix.encode()) for r in cut)))
     counts: dict[str, Counter[str]] = {}
     sizes: dict[str, int] = {}
     for name, records in by_output.items():
         kept = cap(records, MAX_POSITIONS[name], seed)
+        kept += line_records(kept_files[name], MAX_LINE_POSITIONS[name], seed)
         for record in kept:
             by_source[record.source].positions[record.kind] += 1
         path = out / f"{name}.jsonl"

@@ -1,6 +1,9 @@
 """Cursor positions cut from a whole file, with middles that are real syntactic units.
 
-Three kinds, as an editor meets them:
+Four kinds, as an editor meets them:
+- line: the cursor sits after the indentation of an emptied code line (Enter, then the editor's
+  indent); the middle is the whole line. Drawn on their own (`line_positions`), after the other three,
+  so adding them left those positions as they were;
 - rest_of_line: the cursor sits before a token inside a code line; the middle is the rest of the line;
 - expression: the middle is one expression or the contents of a bracket pair on a single line, with
   code after it on the same line (an argument list, a subscript, an operand);
@@ -22,9 +25,11 @@ from tree_sitter import Node
 
 from evaluation.heldout.syntax import parse
 
-Kind = Literal["rest_of_line", "expression", "block"]
-KINDS: tuple[Kind, ...] = ("rest_of_line", "expression", "block")
+Kind = Literal["rest_of_line", "expression", "block", "line"]
+KINDS: tuple[Kind, ...] = ("rest_of_line", "expression", "block")  # drawn together, 40/30/30
+ALL_KINDS: tuple[Kind, ...] = (*KINDS, "line")
 KIND_WEIGHTS: dict[Kind, float] = {"rest_of_line": 0.4, "expression": 0.3, "block": 0.3}
+LINES_PER_FILE = 1
 MAX_PER_FILE = 3
 BLOCK_LINES = (2, 12)
 
@@ -211,6 +216,25 @@ def rest_of_line_cuts(syntax: FileSyntax) -> list[Cut]:
     return cuts
 
 
+def line_cuts(syntax: FileSyntax) -> list[Cut]:
+    """Whole code lines, from after their indentation: single-row, self-contained, not text alone."""
+    cuts: list[Cut] = []
+    for row, indexes in syntax.by_row.items():
+        tokens = [syntax.tokens[i] for i in indexes]
+        if (
+            row in syntax.spanned
+            or all(t.is_text for t in tokens)
+            or not _self_contained(tokens, syntax.language)
+        ):
+            continue
+        start, end = tokens[0].start, syntax.row_end(row)
+        if syntax.text(syntax.row_starts[row], start).strip():
+            continue  # code before the first token: a line a multi-line token ends on
+        if _meaningful(syntax.text(start, end)):
+            cuts.append(Cut("line", start, end, row, row))
+    return cuts
+
+
 def _code_after(syntax: FileSyntax, end: int, row: int) -> bool:
     """Code (not only a comment) follows offset `end` on its line."""
     for i in syntax.by_row.get(row, ()):
@@ -355,12 +379,24 @@ def positions(
     """The file's cut positions: prefix + middle + suffix is the file's text every time."""
     syntax = FileSyntax(text, language, path)
     cuts = choose_cuts(candidate_cuts(syntax), rng, tally)
-    return [
-        Position(
-            cut.kind,
-            syntax.text(0, cut.start),
-            syntax.text(cut.start, cut.end),
-            syntax.text(cut.end, len(syntax.source)),
-        )
-        for cut in cuts
-    ]
+    return [_position(syntax, cut) for cut in cuts]
+
+
+def line_positions(
+    text: str, language: str, rng: random.Random, path: str = "", taken: frozenset[int] = frozenset()
+) -> list[Position]:
+    """Up to LINES_PER_FILE `line` positions of the file, drawn by `rng` alone; none at a cursor (byte
+    offset) in `taken`, where another kind's position already sits."""
+    syntax = FileSyntax(text, language, path)
+    pool = [cut for cut in line_cuts(syntax) if cut.start not in taken]
+    chosen = sorted(rng.sample(pool, min(LINES_PER_FILE, len(pool))), key=lambda c: c.start)
+    return [_position(syntax, cut) for cut in chosen]
+
+
+def _position(syntax: FileSyntax, cut: Cut) -> Position:
+    return Position(
+        cut.kind,
+        syntax.text(0, cut.start),
+        syntax.text(cut.start, cut.end),
+        syntax.text(cut.end, len(syntax.source)),
+    )

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from evaluation.baselines import KindScore
-from evaluation.heldout.build import MAX_FILE_BYTES, MAX_POSITIONS, MIN_FILE_LINES, BuildResult
-from evaluation.heldout.cuts import KINDS
+from evaluation.heldout.build import (
+    MAX_FILE_BYTES,
+    MAX_LINE_POSITIONS,
+    MAX_POSITIONS,
+    MIN_FILE_LINES,
+    BuildResult,
+)
+from evaluation.heldout.cuts import ALL_KINDS
 from evaluation.heldout.records import OUTPUTS
 
 # What a rebuild cannot see: sources tried and left out, and why.
@@ -61,6 +67,10 @@ def render(result: BuildResult, command: str, baseline: dict[str, list[KindScore
         "  whole body (2-12 lines). No middle is blank, punctuation alone or comments alone.",
         f"- At most {', '.join(f'{n} {k}' for k, n in MAX_POSITIONS.items())} positions per output",
         "  file, thinned at random within each kind.",
+        "- Then `line` positions, drawn on their own from the same files (one per file, its own seed) and",
+        "  added to the others, which they leave as they were: the cursor after the indentation of an",
+        "  emptied code line (Enter, then the editor's indent), the middle the whole line; at most",
+        f"  {', '.join(f'{n} {k}' for k, n in MAX_LINE_POSITIONS.items())}, thinned at random.",
         "",
         "## Sources",
         "",
@@ -92,13 +102,18 @@ def render(result: BuildResult, command: str, baseline: dict[str, list[KindScore
         "| --- | --- |",
     ]
     out += [f"| {key} | {corpus} |" for key, corpus in sorted(decontam.hits.items())]
-    out += ["", "## Counts", "", "| file | language | split | " + " | ".join(KINDS) + " | total | bytes |"]
-    out.append("| --- | --- | --- | " + " | ".join("---:" for _ in KINDS) + " | ---: | ---: |")
+    out += [
+        "",
+        "## Counts",
+        "",
+        "| file | language | split | " + " | ".join(ALL_KINDS) + " | total | bytes |",
+    ]
+    out.append("| --- | --- | --- | " + " | ".join("---:" for _ in ALL_KINDS) + " | ---: | ---: |")
     for name, (language, split) in OUTPUTS.items():
         counts = result.counts.get(name)
         if counts is None:
             continue
-        cells = " | ".join(str(counts[k]) for k in KINDS)
+        cells = " | ".join(str(counts[k]) for k in ALL_KINDS)
         total, size = sum(counts.values()), result.sizes[name]
         out.append(f"| {name}.jsonl | {language} | {split} | {cells} | {total} | {size} |")
     out += [
