@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model
 from training.cli import main
-from training.growth import grow_layers, layer_count, source_layers
+from training.growth import ADDED_GATE, grow_layers, layer_count, source_layers
 from training.run_state import parameters
 from training.shapes import shape_by_name
 
@@ -26,7 +26,7 @@ def test_new_layers_spread_evenly_and_every_old_layer_stays():
         source_layers(4, 3)
 
 
-def test_a_grown_model_computes_what_the_snapshot_did(tiny_model_dir):
+def test_a_grown_model_computes_what_the_snapshot_did_and_its_new_layers_open(tiny_model_dir):
     tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")
     small = new_model(shape_by_name("tiny"), tokenizer, seed=1).eval()
     weights = {k: v.float() for k, v in parameters(small).items()}
@@ -34,15 +34,18 @@ def test_a_grown_model_computes_what_the_snapshot_did(tiny_model_dir):
         if "layernorm" in key:
             value.uniform_(0.5, 1.5)
     small.load_state_dict(weights, strict=False)
-    grown_weights = grow_layers(weights, 3)
+    added, source = "model.encoder.language_model.layers.1.", "model.encoder.language_model.layers.0."
+    opened = grow_layers(weights, 3)  # the default: nearly silent, so that training opens it
+    gate = "post_feedforward_layernorm.weight"
+    assert torch.allclose(opened[added + gate], ADDED_GATE * weights[source + gate])
+    assert torch.equal(opened[source + gate], weights[source + gate])
+    grown_weights = grow_layers(weights, 3, gate=0.0)  # closed: exactly the snapshot's function
     assert layer_count(grown_weights) == 3
     deep = new_model(shape_by_name("tiny-l3"), tokenizer, seed=2).eval()
     deep.load_state_dict(grown_weights, strict=False)
-    added = "model.encoder.language_model.layers.1."
     assert not grown_weights[added + "post_attention_layernorm.weight"].any()
     assert torch.equal(
-        grown_weights[added + "self_attn.q_proj.weight"],
-        weights[added.replace("1.", "0.") + "self_attn.q_proj.weight"],
+        grown_weights[added + "self_attn.q_proj.weight"], weights[source + "self_attn.q_proj.weight"]
     )
     ids = torch.randint(5, 500, (2, 24))
     with torch.no_grad():
