@@ -13,14 +13,29 @@ import re
 
 import torch
 
-_LAYER = re.compile(r"^(model\.encoder\.language_model\.layers\.)(\d+)\.(.+)$")
+_PREFIX = "model.encoder.language_model.layers."
+_LAYER = re.compile(rf"^{re.escape(_PREFIX)}(\d+)\.(.+)$")
 _GATES = ("post_attention_layernorm.weight", "post_feedforward_layernorm.weight")
 ADDED_GATE = 0.05  # an added layer's post-norms, as a share of its source's (measured in campaign/README.md)
 
 
+def _by_layer(
+    weights: dict[str, torch.Tensor],
+) -> tuple[dict[int, dict[str, torch.Tensor]], dict[str, torch.Tensor]]:
+    """(layer index -> its weights by name inside the layer, the weights outside the layers)."""
+    layers: dict[int, dict[str, torch.Tensor]] = {}
+    rest: dict[str, torch.Tensor] = {}
+    for key, value in weights.items():
+        if match := _LAYER.match(key):
+            layers.setdefault(int(match.group(1)), {})[match.group(2)] = value
+        else:
+            rest[key] = value
+    return layers, rest
+
+
 def layer_count(weights: dict[str, torch.Tensor]) -> int:
     """Decoder layers in a state dict of our DiffusionGemma shape."""
-    return 1 + max(int(m.group(2)) for key in weights if (m := _LAYER.match(key)))
+    return len(_by_layer(weights)[0])
 
 
 def source_layers(old: int, new: int) -> list[int]:
@@ -35,18 +50,13 @@ def grow_layers(
 ) -> dict[str, torch.Tensor]:
     """`weights` with `new` layers: old layers in order, each added one a copy of its source with its
     post-norms scaled by `gate` (0: an exact identity)."""
-    old = layer_count(weights)
-    sources = source_layers(old, new)
-    grown = {key: value for key, value in weights.items() if not _LAYER.match(key)}
+    layers, grown = _by_layer(weights)
+    sources = source_layers(len(layers), new)
     for target, source in enumerate(sources):
         added = target > 0 and sources[target - 1] == source
-        for key, value in weights.items():
-            match = _LAYER.match(key)
-            if not match or int(match.group(2)) != source:
-                continue
-            name = match.group(3)
+        for name, value in layers[source].items():
             copy = value.clone()
             if added and name in _GATES:
                 copy.mul_(gate)
-            grown[f"{match.group(1)}{target}.{name}"] = copy
+            grown[f"{_PREFIX}{target}.{name}"] = copy
     return grown
