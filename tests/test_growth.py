@@ -11,9 +11,11 @@ from safetensors.torch import load_file
 from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model
 from training.cli import main
-from training.growth import ADDED_GATE, grow_layers, layer_count, source_layers
+from training.config import TrainConfig
+from training.growth import ADDED_GATE, added_layers, grow_layers, layer_count, source_layers
 from training.run_state import parameters
 from training.shapes import shape_by_name
+from training.trainer import build_optimizer
 
 from .test_train import corpus
 
@@ -24,6 +26,36 @@ def test_new_layers_spread_evenly_and_every_old_layer_stays():
     assert source_layers(4, 4) == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         source_layers(4, 3)
+    assert added_layers(4, 6) == (1, 4)
+    assert added_layers(2, 3) == (1,)
+    assert added_layers(4, 4) == ()
+
+
+def test_added_layers_and_their_gates_learn_at_their_own_rates(tiny_model_dir):
+    tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")
+    model = new_model(shape_by_name("tiny-l3"), tokenizer, seed=1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    added = "model.encoder.language_model.layers.1."
+    gates = [added + "post_attention_layernorm.weight", added + "post_feedforward_layernorm.weight"]
+    for optimizer_name in ("adamw", "muon"):
+        cfg = TrainConfig(
+            shape="tiny-l3",
+            optimizer=optimizer_name,
+            added_layers=(1,),
+            added_lr_scale=8,
+            added_gate_lr_scale=30,
+        )
+        groups = build_optimizer(model, cfg).param_groups
+        by_scale: dict[float, list[str]] = {}
+        for group in groups:
+            by_scale.setdefault(group.get("lr_scale", 1.0), []).extend(names[id(p)] for p in group["params"])
+        assert sorted(by_scale[30]) == gates
+        assert by_scale[8] and all(n.startswith(added) and n not in gates for n in by_scale[8])
+        assert not any(n.startswith(added) for n in by_scale[1.0])
+        assert sum(map(len, by_scale.values())) == len(list(model.parameters()))
+        assert all(g["weight_decay"] == 0.0 for g in groups if any(p.dim() < 2 for p in g["params"]))
+    plain = build_optimizer(model, TrainConfig(shape="tiny-l3")).param_groups
+    assert all("lr_scale" not in g for g in plain)
 
 
 def test_a_grown_model_computes_what_the_snapshot_did_and_its_new_layers_open(tiny_model_dir):
@@ -76,12 +108,18 @@ def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
             str(packed),
             "--steps",
             "3",
+            "--set",
+            "added_gate_lr_scale=20",
         ]
     )
-    assert json.loads((deeper / "config.json").read_text())["shape"] == "tiny-l3"
+    config = json.loads((deeper / "config.json").read_text())
+    assert config["shape"] == "tiny-l3"
+    assert config["added_layers"] == [1] and config["added_gate_lr_scale"] == 20
     assert layer_count(load_file(deeper / "state" / "model.safetensors")) == 3
     progress = json.loads((deeper / "state" / "progress.json").read_text())
     assert progress["step"] == 5 and progress["tokens"] > tokens  # the campaign's count goes on
+    main(["run", "--run", str(deeper), *common, "--steps", "1"])  # resumes with the gates' own group
+    assert json.loads((deeper / "state" / "progress.json").read_text())["step"] == 6
     main(["export", "--run", str(deeper), "--out", str(tmp_path / "export")])
     assert (
         json.loads((tmp_path / "export" / "config.json").read_text())["text_config"]["num_hidden_layers"] == 3

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
     "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
-    "noise_power",
+    "noise_power", "added_lr_scale", "added_gate_lr_scale",
 }  # fmt: skip
 
 
@@ -48,6 +48,12 @@ class TrainConfig:
     # Self-conditioning on temperature-scaled logits (T drawn from the shipped sampler's range), as the
     # sampler feeds them at inference (transformers' reference does the same); False: raw logits.
     self_conditioning_scaled: bool = False
+    # Layers a growth added (`training/growth.py`), and the multiples of the learning rate their weights
+    # and their post-norm gates train at: AdamW moves a weight by about the rate per step, too slow for a
+    # copy to become a layer of its own or for a nearly shut gate to open.
+    added_layers: tuple[int, ...] = ()
+    added_lr_scale: float = 1.0
+    added_gate_lr_scale: float = 1.0
 
     def with_overrides(self, overrides: dict[str, str]) -> TrainConfig:
         """This config with objective fields changed (`--set`); the model's shape cannot change."""
@@ -71,4 +77,5 @@ class TrainConfig:
         saved = json.loads(text)
         saved["prompt_budgets"] = tuple(saved["prompt_budgets"])
         saved["canvas_lengths"] = tuple(saved["canvas_lengths"])
+        saved["added_layers"] = tuple(saved.get("added_layers", ()))
         return cls(**saved)

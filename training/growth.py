@@ -5,6 +5,8 @@ feed-forward block) at ADDED_GATE of that layer's, so it adds little to the resi
 grown model starts near the snapshot's loss. At exactly zero the grown model would compute what the
 snapshot did, but AdamW opens such gates by at most the learning rate per step, and with noisy
 gradients far slower: six layers grown that way stayed at a 4-layer model's loss (campaign/README.md).
+So an added layer's weights and its gates may learn at multiples of the run's rate (`added_lr_scale`,
+`added_gate_lr_scale`): Adam's step does not shrink with the gate, so a nearly silent layer still learns.
 """
 
 from __future__ import annotations
@@ -45,18 +47,32 @@ def source_layers(old: int, new: int) -> list[int]:
     return [j * old // new for j in range(new)]
 
 
+def added_layers(old: int, new: int) -> tuple[int, ...]:
+    """Indices of the layers growth adds (copies of the layer before them), as `grow_layers` places them."""
+    sources = source_layers(old, new)
+    return tuple(j for j in range(1, new) if sources[j - 1] == sources[j])
+
+
+def added_part(name: str, added: tuple[int, ...]) -> str:
+    """What a parameter is to growth: "gate" (an added layer's post-norm), "layer" (the rest of an added
+    layer) or "" (a trained layer's or outside the layers); each part trains at its own rate."""
+    match = _LAYER.match(name)
+    if not match or int(match.group(1)) not in added:
+        return ""
+    return "gate" if match.group(2) in _GATES else "layer"
+
+
 def grow_layers(
     weights: dict[str, torch.Tensor], new: int, gate: float = ADDED_GATE
 ) -> dict[str, torch.Tensor]:
     """`weights` with `new` layers: old layers in order, each added one a copy of its source with its
     post-norms scaled by `gate` (0: an exact identity)."""
     layers, grown = _by_layer(weights)
-    sources = source_layers(len(layers), new)
-    for target, source in enumerate(sources):
-        added = target > 0 and sources[target - 1] == source
+    added = added_layers(len(layers), new)
+    for target, source in enumerate(source_layers(len(layers), new)):
         for name, value in layers[source].items():
             copy = value.clone()
-            if added and name in _GATES:
+            if target in added and name in _GATES:
                 copy.mul_(gate)
             grown[f"{_PREFIX}{target}.{name}"] = copy
     return grown

@@ -24,6 +24,7 @@ from training.checkpoint import new_model
 from training.completion_check import completion_figures
 from training.config import TrainConfig
 from training.data import load_documents
+from training.growth import added_layers, added_part
 from training.muon import MuonAdamW, is_hidden_matrix
 from training.objective import Batch, canvas_weight_at, losses, next_batch, validate, validation_batches
 from training.run_state import Run, load_snapshot, parameters, seed_run_from_snapshot
@@ -56,7 +57,25 @@ class Session:
 
 
 def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (or Muon on hidden matrices); an added layer's weights and its gates each in groups of their
+    own, whose rate is the run's times `lr_scale`."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    parts = {
+        # (part, matrices): weight decay as for the trained layers, AdamW's update even under Muon
+        ("layer", True): (cfg.weight_decay, cfg.added_lr_scale),
+        ("layer", False): (0.0, cfg.added_lr_scale),
+        ("gate", False): (0.0, cfg.added_gate_lr_scale),
+    }
+    added = [
+        {"params": params, "weight_decay": decay, "lr_scale": scale}
+        for (part, matrices), (decay, scale) in parts.items()
+        if (
+            params := [
+                p for n, p in named if added_part(n, cfg.added_layers) == part and (p.dim() >= 2) == matrices
+            ]
+        )
+    ]
+    named = [(n, p) for n, p in named if not added_part(n, cfg.added_layers)]
     if cfg.optimizer == "muon":
         hidden = [p for n, p in named if is_hidden_matrix(n, p)]
         decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
@@ -66,13 +85,18 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
                 {"params": hidden, "weight_decay": cfg.weight_decay, "muon": True},
                 {"params": decay, "weight_decay": cfg.weight_decay},
                 {"params": rest, "weight_decay": 0.0},
+                *added,
             ],
             lr=cfg.lr,
         )
     decay = [p for n, p in named if p.dim() >= 2]
     rest = [p for n, p in named if p.dim() < 2]
     return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": rest, "weight_decay": 0.0},
+            *added,
+        ],
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
@@ -128,7 +152,7 @@ def deeper(cfg: TrainConfig, shape: str) -> TrainConfig:
     if replace(want, num_layers=have.num_layers) != have or want.num_layers <= have.num_layers:
         raise SystemExit(f"--shape {shape}: a run from a {cfg.shape} snapshot can only grow deeper")
     logger.info("growing the snapshot's %d layers to %d (%s)", have.num_layers, want.num_layers, shape)
-    return replace(cfg, shape=shape)
+    return replace(cfg, shape=shape, added_layers=added_layers(have.num_layers, want.num_layers))
 
 
 def initial_state(
@@ -260,7 +284,8 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         step_start, cpu_start = time.perf_counter(), time.process_time()
         weight = canvas_weight_at(cfg, progress["tokens"])
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm)
+            rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
+            group["lr"] = rate * group.get("lr_scale", 1.0)
         batches = partial(next_batch, documents, fmt, rng, cfg)
         figures = optimizer_step(
             model, optimizer, cfg, batches=batches, gen=gen, device=device, weight=weight
