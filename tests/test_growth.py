@@ -15,7 +15,7 @@ from training.config import TrainConfig
 from training.growth import ADDED_GATE, added_layers, grow_layers, layer_count, source_layers
 from training.run_state import parameters
 from training.shapes import shape_by_name
-from training.trainer import build_optimizer
+from training.trainer import build_optimizer, lr_scale
 
 from .test_train import corpus
 
@@ -48,14 +48,14 @@ def test_added_layers_and_their_gates_learn_at_their_own_rates(tiny_model_dir):
         groups = build_optimizer(model, cfg).param_groups
         by_scale: dict[float, list[str]] = {}
         for group in groups:
-            by_scale.setdefault(group.get("lr_scale", 1.0), []).extend(names[id(p)] for p in group["params"])
+            by_scale.setdefault(lr_scale(cfg, group), []).extend(names[id(p)] for p in group["params"])
         assert sorted(by_scale[30]) == gates
         assert by_scale[8] and all(n.startswith(added) and n not in gates for n in by_scale[8])
         assert not any(n.startswith(added) for n in by_scale[1.0])
         assert sum(map(len, by_scale.values())) == len(list(model.parameters()))
         assert all(g["weight_decay"] == 0.0 for g in groups if any(p.dim() < 2 for p in g["params"]))
     plain = build_optimizer(model, TrainConfig(shape="tiny-l3")).param_groups
-    assert all("lr_scale" not in g for g in plain)
+    assert all("added" not in g for g in plain)
 
 
 def test_a_grown_model_computes_what_the_snapshot_did_and_its_new_layers_open(tiny_model_dir):
@@ -118,8 +118,10 @@ def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
     assert layer_count(load_file(deeper / "state" / "model.safetensors")) == 3
     progress = json.loads((deeper / "state" / "progress.json").read_text())
     assert progress["step"] == 5 and progress["tokens"] > tokens  # the campaign's count goes on
-    main(["run", "--run", str(deeper), *common, "--steps", "1"])  # resumes with the gates' own group
+    # Resumed with its added groups, whose rates `--set` may still change
+    main(["run", "--run", str(deeper), *common, "--steps", "1", "--set", "added_gate_lr_scale=40"])
     assert json.loads((deeper / "state" / "progress.json").read_text())["step"] == 6
+    assert json.loads((deeper / "config.json").read_text())["added_gate_lr_scale"] == 40
     main(["export", "--run", str(deeper), "--out", str(tmp_path / "export")])
     assert (
         json.loads((tmp_path / "export" / "config.json").read_text())["text_config"]["num_hidden_layers"] == 3

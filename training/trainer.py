@@ -57,18 +57,18 @@ class Session:
 
 
 def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW (or Muon on hidden matrices); an added layer's weights and its gates each in groups of their
-    own, whose rate is the run's times `lr_scale`."""
+    """AdamW (or Muon on hidden matrices); an added layer's weights and its gates in groups of their own
+    (`added`: "layer" or "gate"), whose rate is the run's times the config's scale for them."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     parts = {
         # (part, matrices): weight decay as for the trained layers, AdamW's update even under Muon
-        ("layer", True): (cfg.weight_decay, cfg.added_lr_scale),
-        ("layer", False): (0.0, cfg.added_lr_scale),
-        ("gate", False): (0.0, cfg.added_gate_lr_scale),
+        ("layer", True): cfg.weight_decay,
+        ("layer", False): 0.0,
+        ("gate", False): 0.0,
     }
     added = [
-        {"params": params, "weight_decay": decay, "lr_scale": scale}
-        for (part, matrices), (decay, scale) in parts.items()
+        {"params": params, "weight_decay": decay, "added": part}
+        for (part, matrices), decay in parts.items()
         if (
             params := [
                 p for n, p in named if added_part(n, cfg.added_layers) == part and (p.dim() >= 2) == matrices
@@ -100,6 +100,12 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
+
+
+def lr_scale(cfg: TrainConfig, group: dict) -> float:
+    """The multiple of the run's rate a parameter group trains at: read from the config at every step, so
+    that `--set` changes it on a resumed run (a loaded optimizer state keeps its groups' old keys)."""
+    return {"layer": cfg.added_lr_scale, "gate": cfg.added_gate_lr_scale}.get(group.get("added", ""), 1.0)
 
 
 def learning_rate(
@@ -284,8 +290,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         step_start, cpu_start = time.perf_counter(), time.process_time()
         weight = canvas_weight_at(cfg, progress["tokens"])
         for group in optimizer.param_groups:
-            rate = learning_rate(cfg, progress["step"], cooldown, rewarm)
-            group["lr"] = rate * group.get("lr_scale", 1.0)
+            group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm) * lr_scale(cfg, group)
         batches = partial(next_batch, documents, fmt, rng, cfg)
         figures = optimizer_step(
             model, optimizer, cfg, batches=batches, gen=gen, device=device, weight=weight
