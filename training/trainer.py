@@ -60,22 +60,7 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
     """AdamW (or Muon on hidden matrices); an added layer's weights and its gates in groups of their own
     (`added`: "layer" or "gate"), whose rate is the run's times the config's scale for them."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    parts = {
-        # (part, matrices): weight decay as for the trained layers, AdamW's update even under Muon
-        ("layer", True): cfg.weight_decay,
-        ("layer", False): 0.0,
-        ("gate", False): 0.0,
-    }
-    added = [
-        {"params": params, "weight_decay": decay, "added": part}
-        for (part, matrices), decay in parts.items()
-        if (
-            params := [
-                p for n, p in named if added_part(n, cfg.added_layers) == part and (p.dim() >= 2) == matrices
-            ]
-        )
-    ]
-    named = [(n, p) for n, p in named if not added_part(n, cfg.added_layers)]
+    added, named = _split_added(named, cfg)
     if cfg.optimizer == "muon":
         hidden = [p for n, p in named if is_hidden_matrix(n, p)]
         decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
@@ -100,6 +85,28 @@ def build_optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
+
+
+def _split_added(
+    named: list[tuple[str, torch.nn.Parameter]], cfg: TrainConfig
+) -> tuple[list[dict], list[tuple[str, torch.nn.Parameter]]]:
+    """(the added layers' groups, the other parameters): groups by part and kind in a fixed order (a saved
+    optimizer state loads by position), matrices with the trained layers' weight decay, vectors and gates
+    without; AdamW's update even under Muon."""
+    found: dict[tuple[str, bool], list[torch.nn.Parameter]] = {}
+    others = []
+    for name, param in named:
+        if part := added_part(name, cfg.added_layers):
+            found.setdefault((part, param.dim() >= 2), []).append(param)
+        else:
+            others.append((name, param))
+    order = (("layer", True), ("layer", False), ("gate", False))
+    groups = [
+        {"params": found[key], "weight_decay": cfg.weight_decay if key[1] else 0.0, "added": key[0]}
+        for key in order
+        if key in found
+    ]
+    return groups, others
 
 
 def lr_scale(cfg: TrainConfig, group: dict) -> float:
