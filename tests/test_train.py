@@ -20,7 +20,7 @@ from training.checkpoint import new_model
 from training.cli import main
 from training.completion_check import CHECK_SET, MODEL_ALONE
 from training.config import TrainConfig
-from training.data import Document, choose_span, examples
+from training.data import Document, DocumentMix, choose_span, examples
 from training.objective import canvas_weights
 from training.shapes import shape_by_name
 from training.trainer import learning_rate
@@ -202,7 +202,9 @@ def test_the_eos_fill_weighs_less_than_the_middle():
 def test_examples_follow_the_fim_layout_and_end_their_middle_with_eos(tiny_engine):
     fmt: FimFormat = tiny_engine.format
     text = (FIXTURES / "tiny_model" / "corpus_textwrap.py").read_text()
-    stream = examples([Document(text, "python")], fmt, random.Random(0), prompt_budget=128, canvas=16)
+    stream = examples(
+        DocumentMix([Document(text, "python")]), fmt, random.Random(0), prompt_budget=128, canvas=16
+    )
     for _ in range(20):
         example = next(stream)
         assert len(example.target) == 16
@@ -220,6 +222,34 @@ def test_spans_look_like_editor_completions():
         assert span is not None and 0 <= span.start < span.end <= len(doc.text), kind
     block = choose_span(doc, random.Random(3), "block")
     assert doc.text[block.start : block.end].strip().startswith(("if x:", "return 1"))
+
+
+def test_a_language_mix_draws_languages_by_weight_not_by_file_count():
+    documents = [Document(f"x = {i}\n", "python") for i in range(95)]
+    documents += [Document(f"local x = {i}\n", "lua") for i in range(5)]
+    rng = random.Random(0)
+    by_file = [DocumentMix(documents).draw(rng).language for _ in range(4000)]
+    weighted = DocumentMix(documents, {"python": 0.5, "lua": 0.5})
+    by_weight = [weighted.draw(rng) for _ in range(4000)]
+    assert by_file.count("lua") / 4000 == pytest.approx(0.05, abs=0.015)
+    assert [d.language for d in by_weight].count("lua") / 4000 == pytest.approx(0.5, abs=0.03)
+    assert len({d.text for d in by_weight if d.language == "lua"}) == 5  # every Lua file is drawn
+    only_python = DocumentMix(documents, {"python": 1.0, "lua": 0.0})
+    assert {only_python.draw(rng).language for _ in range(200)} == {"python"}
+    with pytest.raises(ValueError, match="no weight for lua"):
+        DocumentMix(documents, {"python": 1.0})
+    with pytest.raises(ValueError, match="no documents: typescript"):
+        DocumentMix(documents, {"python": 1.0, "lua": 1.0, "typescript": 0.5})
+
+
+def test_language_weights_are_set_on_a_run_and_kept_in_its_config():
+    cfg = TrainConfig().with_overrides({"language_weights": "python=0.5, typescript=0.3,lua=0.2"})
+    assert cfg.language_weights == {"python": 0.5, "typescript": 0.3, "lua": 0.2}
+    assert TrainConfig.from_json(cfg.to_json()) == cfg
+    assert TrainConfig().language_weights == {}  # a new run draws by file, as runs before it did
+    for bad in ("python", "python=lots", "=0.5", "lua=-1"):
+        with pytest.raises(SystemExit, match="language weight"):
+            TrainConfig().with_overrides({"language_weights": bad})
 
 
 def test_tokenizer_has_the_special_tokens_at_fixed_ids(tiny_model_dir):

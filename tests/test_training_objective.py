@@ -12,7 +12,7 @@ from engine.tokenizer import load_tokenizer
 from tests.tiny_model import FIXTURE
 from training.checkpoint import new_model
 from training.config import TrainConfig
-from training.data import Document, examples
+from training.data import Document, DocumentMix, examples
 from training.objective import collate, losses, noise_rates, validate
 from training.shapes import shape_by_name
 from training.trainer import build_optimizer
@@ -37,7 +37,9 @@ def test_losses_on_a_fixed_batch_are_the_recorded_ones(tiny_model_dir, optimizer
     tokenizer = load_tokenizer(tiny_model_dir / "tokenizer.json")
     fmt = FimFormat(tokenizer)
     text = (FIXTURE / "corpus_textwrap.py").read_text()
-    stream = examples([Document(text, "python")], fmt, random.Random(0), prompt_budget=128, canvas=16)
+    stream = examples(
+        DocumentMix([Document(text, "python")]), fmt, random.Random(0), prompt_budget=128, canvas=16
+    )
     batch = collate([next(stream) for _ in range(4)], fmt.special.pad)
     model = new_model(shape_by_name("tiny"), tokenizer, seed=0).train()
     cfg = TrainConfig(bf16=False, self_conditioning_rate=1.0, optimizer=optimizer)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
     "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
-    "noise_power", "added_lr_scale", "added_gate_lr_scale",
+    "noise_power", "added_lr_scale", "added_gate_lr_scale", "language_weights",
 }  # fmt: skip
 
 
@@ -54,6 +54,9 @@ class TrainConfig:
     added_layers: tuple[int, ...] = ()
     added_lr_scale: float = 1.0
     added_gate_lr_scale: float = 1.0
+    # How often each language's documents are drawn (`python=0.5,lua=0.2,...`); empty: by file, the
+    # corpus's own mix. Every training language needs a weight.
+    language_weights: dict[str, float] = field(default_factory=dict)
 
     def with_overrides(self, overrides: dict[str, str]) -> TrainConfig:
         """This config with objective fields changed (`--set`); the model's shape cannot change."""
@@ -62,7 +65,9 @@ class TrainConfig:
             if key not in OVERRIDABLE:
                 raise SystemExit(f"--set {key}: only {', '.join(sorted(OVERRIDABLE))} can change in a run")
             kind = type(getattr(self, key))
-            if kind is bool:
+            if kind is dict:
+                changes[key] = parse_weights(text)
+            elif kind is bool:
                 changes[key] = text.lower() in ("1", "true", "yes")
             else:
                 changes[key] = kind(float(text)) if kind in (int, float) else text
@@ -79,3 +84,17 @@ class TrainConfig:
         saved["canvas_lengths"] = tuple(saved["canvas_lengths"])
         saved["added_layers"] = tuple(saved.get("added_layers", ()))
         return cls(**saved)
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`python=0.5,lua=0.2` as a mapping; a clear exit on anything else."""
+    weights = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise SystemExit(f"language weight {item!r}: expected NAME=NUMBER") from None
+        if weights[name.strip()] < 0 or not name.strip():
+            raise SystemExit(f"language weight {item!r}: expected a language and a weight of 0 or more")
+    return weights

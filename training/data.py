@@ -54,6 +54,35 @@ def load_documents(folder: Path, split: str, languages: set[str] | None = None) 
     return documents
 
 
+class DocumentMix:
+    """Draws training documents: uniformly by file (the corpus's own mix), or a language by weight first.
+
+    By file, a language's share is its share of files; weights let a small corpus (Lua, a twentieth
+    of Python's files) be drawn as often as the product needs it.
+    """
+
+    def __init__(self, documents: list[Document], weights: dict[str, float] | None = None) -> None:
+        self.documents = documents
+        self.by_language: dict[str, list[Document]] = {}
+        if weights:
+            for doc in documents:
+                self.by_language.setdefault(doc.language, []).append(doc)
+            unweighted = sorted(set(self.by_language) - set(weights))
+            if unweighted:
+                raise ValueError(f"language weights name no weight for {', '.join(unweighted)}")
+            empty = sorted(lang for lang, w in weights.items() if w > 0 and lang not in self.by_language)
+            if empty:
+                raise ValueError(f"language weights name languages with no documents: {', '.join(empty)}")
+        self.languages = [lang for lang in sorted(self.by_language) if weights and weights[lang] > 0]
+        self.weights = [weights[lang] for lang in self.languages] if weights else []
+
+    def draw(self, rng: random.Random) -> Document:
+        if not self.languages:
+            return self.documents[rng.randrange(len(self.documents))]
+        pool = self.by_language[rng.choices(self.languages, self.weights)[0]]
+        return pool[rng.randrange(len(pool))]
+
+
 def _line_bounds(text: str, offset: int) -> tuple[int, int]:
     start = text.rfind("\n", 0, offset) + 1
     end = text.find("\n", offset)
@@ -215,7 +244,7 @@ class ExampleMaker:
 
 
 def examples(
-    documents: list[Document],
+    mix: DocumentMix,
     fmt: FimFormat,
     rng: random.Random,
     prompt_budget: int,
@@ -225,6 +254,6 @@ def examples(
     # Drafts draw from a random stream of their own: the examples are the same with or without them.
     maker = ExampleMaker(fmt, rng, draft_share, random.Random(rng.random()) if draft_share else None)
     while True:
-        example = maker.make(documents[rng.randrange(len(documents))], prompt_budget, canvas)
+        example = maker.make(mix.draw(rng), prompt_budget, canvas)
         if example is not None and len(example.middle_rest) > 1:
             yield example

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from engine.forward import denoise_logits, encode, new_cache
 from engine.prompts import FimFormat
 from training.config import TrainConfig
-from training.data import Document, Example, examples, load_documents
+from training.data import DocumentMix, Example, examples, load_documents
 from training.export import shipped_sampler_settings
 from training.head_loss import IGNORE, softcapped_cross_entropy
 
@@ -138,9 +138,9 @@ def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.
     return torch.where(after_first, tail_weight, 1.0)
 
 
-def next_batch(documents: list[Document], fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
+def next_batch(mix: DocumentMix, fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
     budget, canvas = rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths)
-    stream = examples(documents, fmt, rng, budget, canvas, cfg.draft_share)
+    stream = examples(mix, fmt, rng, budget, canvas, cfg.draft_share)
     return collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
 
 
@@ -150,7 +150,7 @@ VALIDATION_NOISE = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 def validation_batches(corpus: Path, fmt: FimFormat, languages: set[str] | None) -> list[Batch]:
     """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step."""
-    documents = load_documents(corpus, "valid", languages)
+    documents = DocumentMix(load_documents(corpus, "valid", languages))
     rng = random.Random(20261203)
     batches = []
     for i in range(VALIDATION_BATCHES):

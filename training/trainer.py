@@ -23,7 +23,7 @@ from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model
 from training.completion_check import completion_figures
 from training.config import TrainConfig
-from training.data import load_documents
+from training.data import DocumentMix, load_documents
 from training.growth import added_layers, added_part
 from training.muon import MuonAdamW, is_hidden_matrix
 from training.objective import Batch, canvas_weight_at, losses, next_batch, validate, validation_batches
@@ -268,7 +268,11 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     rng = random.Random(cfg.seed * 1_000_003 + progress["step"])
     gen = torch.Generator(device=device).manual_seed(cfg.seed + progress["step"])
     documents = load_documents(session.corpus, "train", session.languages)
-    logger.info("%d training documents", len(documents))
+    try:
+        mix = DocumentMix(documents, cfg.language_weights)
+    except ValueError as error:
+        raise SystemExit(f"--set language_weights: {error}") from None
+    logger.info("%d training documents, drawn %s", len(documents), cfg.language_weights or "by file")
 
     stop = {"now": False}
 
@@ -298,7 +302,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         weight = canvas_weight_at(cfg, progress["tokens"])
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm) * lr_scale(cfg, group)
-        batches = partial(next_batch, documents, fmt, rng, cfg)
+        batches = partial(next_batch, mix, fmt, rng, cfg)
         figures = optimizer_step(
             model, optimizer, cfg, batches=batches, gen=gen, device=device, weight=weight
         )

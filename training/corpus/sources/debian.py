@@ -129,7 +129,9 @@ _LUA_BINARIES = (
     "lua-messagepack", "lua-binaryheap", "lua-basexx", "lua-fifo", "lua-compat53", "lua-coxpcall",
     "lua-copas", "lua-check", "lua-unit", "lua-uri", "lua-lgi", "lua-nvim", "lua-resty-core",
     "lua-resty-lrucache", "lua-ansicolors", "lua-cosmo", "lua-wsapi", "lua-inifile", "lua-redis",
-    "luarocks", "prosody",
+    "luarocks", "prosody", "prosody-modules", "rspamd", "lmod", "vis", "lua-ljsyscall", "lua-posix",
+    "lua-yaml", "lua-readline", "lua-sec", "lua-leg", "lua-xmlrpc", "lua-soap", "lua-systemd",
+    "lua-luaossl", "lua-lemock", "lua-dbi-common", "lua-curses", "lua-rings",
 )  # fmt: skip
 _BASH_BINARIES = (
     "bats", "bats-assert", "bats-support", "bats-file", "shunit2", "git-extras", "neofetch", "rbenv",
