@@ -66,8 +66,10 @@ def test_train_resume_export_and_load(tmp_path):
     assert progress["step"] == 3 and progress["tokens"] > 0
     log = (run / "train.log").read_text()
     assert "step 3 diff" in log
-    main([*common, "--steps", "2", "--log-every", "1"])  # resumes: the step count goes on
+    # Resumes: the step count goes on; its canvases now learn the model's own greedy continuation.
+    main([*common, "--steps", "2", "--log-every", "1", "--set", "distill_share=1"])
     assert json.loads((run / "state" / "progress.json").read_text())["step"] == 5
+    assert json.loads((run / "config.json").read_text())["distill_share"] == 1.0
     main(["export", "--run", str(run), "--out", str(tmp_path / "model")])
     exported = tmp_path / "model"
     assert json.loads((exported / "training.json").read_text())["step"] == 5

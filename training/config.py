@@ -9,6 +9,7 @@ OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
     "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
     "noise_power", "added_lr_scale", "added_gate_lr_scale", "language_weights",
+    "distill_share",
 }  # fmt: skip
 
 
@@ -45,6 +46,9 @@ class TrainConfig:
     # training file (right, partly right or wrong) instead of the target: the model learns when to
     # keep a draft and when to rewrite it.
     draft_share: float = 0.0
+    # Share of batches whose canvases learn the model's own greedy next-token continuation instead of
+    # the real middle (`training/distill.py`): a canvas that writes in a step or two what the head would.
+    distill_share: float = 0.0
     # Self-conditioning on temperature-scaled logits (T drawn from the shipped sampler's range), as the
     # sampler feeds them at inference (transformers' reference does the same); False: raw logits.
     self_conditioning_scaled: bool = False

@@ -13,6 +13,7 @@ from engine.forward import denoise_logits, encode, new_cache
 from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import DocumentMix, Example, examples, load_documents
+from training.distill import greedy_targets
 from training.export import shipped_sampler_settings
 from training.head_loss import IGNORE, softcapped_cross_entropy
 
@@ -28,6 +29,9 @@ class Batch:
     decoder_positions: torch.Tensor  # [B, C]
     target: torch.Tensor  # [B, C]
     draft: torch.Tensor | None = None  # [B, C] where noising starts (a lookup draft, else the target)
+    # Not None: the canvas learns the model's own greedy continuation instead of `target` (distillation,
+    # `training/distill.py`), never these tokens.
+    distill_suppressed: tuple[int, ...] | None = None
 
 
 def collate(items: list[Example], pad: int) -> Batch:
@@ -98,6 +102,13 @@ def losses(
     cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])  # the decoder sees the prompt only
 
     target = batch.target.to(device)  # [B, C]
+    if batch.distill_suppressed is not None:
+        width = batch.prompt_width
+        target = greedy_targets(
+            model, batch.encoder_ids[:, :width].to(device), batch.encoder_mask[:, :width].to(device),
+            batch.positions[:, :width].to(device), batch.decoder_positions.to(device),
+            text.eos_token_id, batch.distill_suppressed,
+        )  # fmt: skip
     rate = noise_rate
     if rate is None:
         rate = noise_rates(cfg, target.shape[0], device, gen)
@@ -141,7 +152,10 @@ def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.
 def next_batch(mix: DocumentMix, fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
     budget, canvas = rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths)
     stream = examples(mix, fmt, rng, budget, canvas, cfg.draft_share)
-    return collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+    batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
+    if cfg.distill_share and rng.random() < cfg.distill_share:
+        batch.distill_suppressed = fmt.suppressed_ids
+    return batch
 
 
 VALIDATION_BATCHES = 8
