@@ -7,7 +7,9 @@ from transformers import DiffusionGemmaForBlockDiffusion
 
 from engine import InfillRequest
 from engine.forward import encode, lm_logits, new_cache
+from training.data import Example
 from training.distill import greedy_targets
+from training.objective import canvas_rows, collate
 
 
 def test_distilled_targets_are_each_prompts_greedy_continuation_in_a_left_padded_batch(
@@ -60,3 +62,38 @@ def test_distilled_targets_are_each_prompts_greedy_continuation_in_a_left_padded
     assert ended[1].tolist() == out[1, : first + 1].tolist() + [stop] * (length - first - 1)
     if stop not in out[0].tolist():
         assert ended[0].tolist() == out[0].tolist()
+
+
+def test_a_distilled_batch_keeps_the_real_middle_where_a_lookup_draft_starts_the_canvas(
+    tiny_model_dir, tiny_engine
+):
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    fmt, canvas = tiny_engine.format, 8
+    eos = fmt.special.eos
+
+    def example(prefix: str, middle: str, draft: str | None) -> Example:
+        tokens = (fmt.encode(middle) + [eos] * canvas)[:canvas]
+        drafted = (fmt.encode(draft) + [eos] * canvas)[:canvas] if draft else None
+        prompt = fmt.layout(fmt.encode(prefix), [], "python")
+        return Example(prompt=prompt, target=tokens, middle_rest=fmt.encode(middle) + [eos], draft=drafted)
+
+    rows = [
+        example("def add(a, b):\n    return ", "a + b", None),
+        example("x = compute(1)\ny = ", "compute(2)", "compute(1)"),
+    ]
+    batch = collate(rows, fmt.special.pad)
+    real_target, real_start = canvas_rows(model, batch, "cpu")
+    assert torch.equal(real_target, batch.target) and torch.equal(real_start[1], batch.draft[1])
+
+    batch.distill_suppressed = fmt.suppressed_ids
+    target, start = canvas_rows(model, batch, "cpu")
+    width = batch.prompt_width
+    greedy = greedy_targets(
+        model, batch.encoder_ids[:, :width], batch.encoder_mask[:, :width], batch.positions[:, :width],
+        batch.decoder_positions, model.config.get_text_config().eos_token_id, fmt.suppressed_ids,
+    )  # fmt: skip
+    assert torch.equal(target[0], greedy[0]) and torch.equal(
+        start[0], greedy[0]
+    )  # noised from its own target
+    assert not torch.equal(greedy[0], batch.target[0])  # the random model does not write the real middle
+    assert torch.equal(target[1], batch.target[1]) and torch.equal(start[1], batch.draft[1])

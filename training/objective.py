@@ -29,6 +29,7 @@ class Batch:
     decoder_positions: torch.Tensor  # [B, C]
     target: torch.Tensor  # [B, C]
     draft: torch.Tensor | None = None  # [B, C] where noising starts (a lookup draft, else the target)
+    drafted: torch.Tensor | None = None  # [B] bool: the rows a lookup draft starts
     # Not None: the canvas learns the model's own greedy continuation instead of `target` (distillation,
     # `training/distill.py`), never these tokens.
     distill_suppressed: tuple[int, ...] | None = None
@@ -64,6 +65,7 @@ def collate(items: list[Example], pad: int) -> Batch:
         decoder_positions=decoder_positions,
         target=torch.tensor([e.target for e in items]),
         draft=torch.tensor([e.draft or e.target for e in items]) if any(e.draft for e in items) else None,
+        drafted=torch.tensor([bool(e.draft) for e in items]) if any(e.draft for e in items) else None,
     )
 
 
@@ -101,18 +103,10 @@ def losses(
         return None, ar_loss
     cache.crop(batch.prompt_width - batch.encoder_ids.shape[1])  # the decoder sees the prompt only
 
-    target = batch.target.to(device)  # [B, C]
-    if batch.distill_suppressed is not None:
-        width = batch.prompt_width
-        target = greedy_targets(
-            model, batch.encoder_ids[:, :width].to(device), batch.encoder_mask[:, :width].to(device),
-            batch.positions[:, :width].to(device), batch.decoder_positions.to(device),
-            text.eos_token_id, batch.distill_suppressed,
-        )  # fmt: skip
+    target, start = canvas_rows(model, batch, device)  # [B, C] each
     rate = noise_rate
     if rate is None:
         rate = noise_rates(cfg, target.shape[0], device, gen)
-    start = target if batch.draft is None else batch.draft.to(device)  # a draft: what to keep or fix
     noised = torch.where(
         torch.rand(target.shape, device=device, generator=gen) < rate,
         torch.randint(0, text.vocab_size, target.shape, device=device, generator=gen),
@@ -134,6 +128,27 @@ def losses(
     weights = canvas_weights(target, text.eos_token_id, cfg.eos_tail_weight)
     diffusion_loss = (per_position * weights.flatten()).sum() / weights.sum()
     return diffusion_loss, ar_loss
+
+
+def canvas_rows(model, batch: Batch, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target, start) of each canvas ([B, C] each): the real middle, noised from itself or from a
+    lookup draft; in a distilled batch, the rows no draft starts learn the model's own greedy
+    continuation from it. A row a draft starts keeps the real middle: there the draft is often right
+    where the head is wrong, and the canvas must learn to keep it."""
+    target = batch.target.to(device)
+    start = target if batch.draft is None else batch.draft.to(device)
+    if batch.distill_suppressed is None:
+        return target, start
+    width = batch.prompt_width
+    greedy = greedy_targets(
+        model, batch.encoder_ids[:, :width].to(device), batch.encoder_mask[:, :width].to(device),
+        batch.positions[:, :width].to(device), batch.decoder_positions.to(device),
+        model.config.get_text_config().eos_token_id, batch.distill_suppressed,
+    )  # fmt: skip
+    if batch.drafted is None:
+        return greedy, greedy
+    drafted = batch.drafted.to(device)[:, None]
+    return torch.where(drafted, target, greedy), torch.where(drafted, start, greedy)
 
 
 def noise_rates(cfg: TrainConfig, rows: int, device: str, gen: torch.Generator) -> torch.Tensor:
