@@ -24,6 +24,7 @@ def greedy_targets(
     """Each row's greedy continuation of its prompt by the next-token head, C tokens, EOS after its
     first EOS, never a `suppressed` token (as the engine's greedy draft); [B, C]."""
     rows, length = canvas_positions.shape
+    # A cache of its own: the step's encoder cache is in the autograd graph and holds the real middle.
     cache = new_cache(model)
     last = encode(model, prompt_ids, cache, positions=prompt_positions, attention_mask=prompt_mask)[:, -1]
     bias = torch.zeros(model.config.get_text_config().vocab_size, device=prompt_ids.device)
