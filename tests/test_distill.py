@@ -92,8 +92,7 @@ def test_a_distilled_batch_keeps_the_real_middle_where_a_lookup_draft_starts_the
         model, batch.encoder_ids[:, :width], batch.encoder_mask[:, :width], batch.positions[:, :width],
         batch.decoder_positions, model.config.get_text_config().eos_token_id, fmt.suppressed_ids,
     )  # fmt: skip
-    assert torch.equal(target[0], greedy[0]) and torch.equal(
-        start[0], greedy[0]
-    )  # noised from its own target
+    assert torch.equal(target[0], greedy[0])
+    assert torch.equal(start[0], greedy[0])  # noised from its own target
     assert not torch.equal(greedy[0], batch.target[0])  # the random model does not write the real middle
     assert torch.equal(target[1], batch.target[1]) and torch.equal(start[1], batch.draft[1])

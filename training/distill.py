@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from engine.forward import encode, lm_logits, new_cache
+from engine.sampler import suppression_bias
 
 
 @torch.no_grad()
@@ -27,8 +28,7 @@ def greedy_targets(
     # A cache of its own: the step's encoder cache is in the autograd graph and holds the real middle.
     cache = new_cache(model)
     last = encode(model, prompt_ids, cache, positions=prompt_positions, attention_mask=prompt_mask)[:, -1]
-    bias = torch.zeros(model.config.get_text_config().vocab_size, device=prompt_ids.device)
-    bias[list(suppressed)] = float("-inf")
+    bias = suppression_bias(model.config.get_text_config().vocab_size, suppressed, prompt_ids.device)
     out = torch.full((rows, length), eos, dtype=torch.long, device=prompt_ids.device)
     done = torch.zeros(rows, dtype=torch.bool, device=prompt_ids.device)
     mask = prompt_mask

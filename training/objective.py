@@ -55,6 +55,7 @@ def collate(items: list[Example], pad: int) -> Batch:
     follows = mask[:, :-1] & mask[:, 1:]
     labels[:, :-1] = torch.where(follows, ids[:, 1:], IGNORE)
     decoder_mask = torch.cat([mask[:, :width], torch.ones((n, canvas), dtype=torch.bool)], dim=1)
+    drafted = any(e.draft for e in items)
     return Batch(
         encoder_ids=ids,
         encoder_mask=mask,
@@ -64,8 +65,8 @@ def collate(items: list[Example], pad: int) -> Batch:
         decoder_mask=decoder_mask,
         decoder_positions=decoder_positions,
         target=torch.tensor([e.target for e in items]),
-        draft=torch.tensor([e.draft or e.target for e in items]) if any(e.draft for e in items) else None,
-        drafted=torch.tensor([bool(e.draft) for e in items]) if any(e.draft for e in items) else None,
+        draft=torch.tensor([e.draft or e.target for e in items]) if drafted else None,
+        drafted=torch.tensor([bool(e.draft) for e in items]) if drafted else None,
     )
 
 
@@ -139,16 +140,20 @@ def canvas_rows(model, batch: Batch, device: str) -> tuple[torch.Tensor, torch.T
     start = target if batch.draft is None else batch.draft.to(device)
     if batch.distill_suppressed is None:
         return target, start
+    # Only the rows no draft starts are written out: a rollout costs a forward per token.
+    rows = torch.arange(target.shape[0]) if batch.drafted is None else (~batch.drafted).nonzero()[:, 0]
+    if not len(rows):
+        return target, start
     width = batch.prompt_width
     greedy = greedy_targets(
-        model, batch.encoder_ids[:, :width].to(device), batch.encoder_mask[:, :width].to(device),
-        batch.positions[:, :width].to(device), batch.decoder_positions.to(device),
+        model, batch.encoder_ids[rows, :width].to(device), batch.encoder_mask[rows, :width].to(device),
+        batch.positions[rows, :width].to(device), batch.decoder_positions[rows].to(device),
         model.config.get_text_config().eos_token_id, batch.distill_suppressed,
     )  # fmt: skip
-    if batch.drafted is None:
-        return greedy, greedy
-    drafted = batch.drafted.to(device)[:, None]
-    return torch.where(drafted, target, greedy), torch.where(drafted, start, greedy)
+    target, start = target.clone(), start.clone()
+    target[rows.to(device)] = greedy
+    start[rows.to(device)] = greedy
+    return target, start
 
 
 def noise_rates(cfg: TrainConfig, rows: int, device: str, gen: torch.Generator) -> torch.Tensor:
@@ -179,11 +184,11 @@ VALIDATION_NOISE = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 def validation_batches(corpus: Path, fmt: FimFormat, languages: set[str] | None) -> list[Batch]:
     """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step."""
-    documents = DocumentMix(load_documents(corpus, "valid", languages))
+    mix = DocumentMix(load_documents(corpus, "valid", languages))
     rng = random.Random(20261203)
     batches = []
     for i in range(VALIDATION_BATCHES):
-        stream = examples(documents, fmt, rng, (128, 256, 384, 512)[i % 4], (16, 32)[i % 2])
+        stream = examples(mix, fmt, rng, (128, 256, 384, 512)[i % 4], (16, 32)[i % 2])
         batches.append(collate([next(stream) for _ in range(16)], fmt.special.pad))
     return batches
 
