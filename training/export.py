@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from engine.sampler import SamplerSettings
 from engine.tokenizer import load_tokenizer
 from training.checkpoint import new_model, save_checkpoint
-from training.run_state import Run
+from training.run_state import Run, with_hours
 from training.shapes import shape_by_name
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def export(run: Run, out: Path, raw: bool = False, dtype: str = "bf16") -> None:
     progress = run.read_progress()
     (out / "training.json").write_text(
         json.dumps(
-            {k: v for k, v in progress.items() if k != "adam_steps"}
+            {k: v for k, v in with_hours(progress).items() if k != "adam_steps"}
             | {"config": cfg, "weights": "raw" if raw else "ema"},
             indent=1,
         )

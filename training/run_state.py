@@ -103,6 +103,15 @@ def parameters(model) -> dict[str, torch.Tensor]:
     return {name: p.detach().contiguous() for name, p in model.named_parameters()}
 
 
+def with_hours(progress: dict) -> dict:
+    """`progress` with its hours written from its seconds: a run seeded from a snapshot carries the
+    snapshot's hours, which its steps do not update."""
+    return progress | {
+        "hours": round(progress["seconds"] / 3600, 3),  # wall time of the steps
+        "cpu_hours": round(progress.get("cpu_seconds", 0.0) / 3600, 3),  # both cores counted
+    }
+
+
 def write_snapshot(run: Run, out: Path) -> None:
     """Pack a run into a folder small enough to commit: raw weights in bf16, progress, config, tokenizer."""
     out.mkdir(parents=True, exist_ok=True)
@@ -112,9 +121,7 @@ def write_snapshot(run: Run, out: Path) -> None:
     progress = run.read_progress()
     for per_run in ("adam_steps", "cooldown", "rewarm"):  # the next run gets its own
         progress.pop(per_run, None)
-    progress["hours"] = round(progress["seconds"] / 3600, 3)  # wall time of the steps
-    progress["cpu_hours"] = round(progress.get("cpu_seconds", 0.0) / 3600, 3)  # both cores counted
-    (out / "progress.json").write_text(json.dumps(progress, indent=1))
+    (out / "progress.json").write_text(json.dumps(with_hours(progress), indent=1))
     if run.validation_path.exists():  # the training curve goes on with the run
         (out / "valid.jsonl").write_text(run.validation_path.read_text())
     (out / "config.json").write_text(run.config_path.read_text())
