@@ -90,9 +90,8 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
     (model / "training.json").write_text(json.dumps(training | {"config": config}))
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    languages = {
-        "python": {"files": {"train": 1}, "bytes": {"train": 1e6}, "licenses": {"MIT": {"bytes": 1e6}}}
-    }
+    one_file = {"files": {"train": 1}, "bytes": {"train": 1e6}, "licenses": {"MIT": {"bytes": 1e6}}}
+    languages = {"python": one_file, "typescript": one_file, "lua": one_file}
     (corpus / "MANIFEST.json").write_text(json.dumps({"languages": languages}))
     rows = [
         {"tokens": t, "seconds": t / 1000, "cpu_seconds": t / 800, "ar": 5 - t / 1e7, "canvas": 6.0}
@@ -118,3 +117,6 @@ def test_card_draws_the_training_curve_and_names_the_recipe(tiny_model_dir, tmp_
     assert "first 100 held-out calibration positions" in text and "ES 0.120" in text
     assert "next-token head alone, left to right: EM 0.050, ES 0.250" in text
     assert text.index("## What changed\n\nMuon instead of AdamW") < text.index("## Training")
+    assert "Trained on Python only so far" in text
+    assert main([*args, "--languages", "python,typescript,lua"]) == 0
+    assert "Trained on Python, TypeScript and Lua only so far" in (model / "MODEL_CARD.md").read_text()

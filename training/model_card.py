@@ -10,6 +10,7 @@ import engine
 from training.shapes import shape_by_name
 
 DEFAULT_MODEL = Path(engine.__file__).parent / "default"  # the bundled model
+LANGUAGE_NAMES = {"python": "Python", "typescript": "TypeScript", "lua": "Lua", "javascript": "JavaScript"}
 
 
 def _percent(value: float | None) -> str:
@@ -170,6 +171,12 @@ def eval_section(runs: list[dict], paths: list[str]) -> str:
     return "\n".join([*lines, *(speed_part if speeds else []), "", "Produced by:", *commands])
 
 
+def _names(languages: list[str]) -> str:
+    """Display names joined for prose: python, typescript, lua -> "Python, TypeScript and Lua"."""
+    names = [LANGUAGE_NAMES.get(language, language) for language in languages]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], languages: list[str]) -> str:
     training = json.loads((model / "training.json").read_text())
     generation = json.loads((model / "generation_config.json").read_text())
@@ -181,8 +188,9 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
         f"< {generation['confidence_threshold']}."
     )
     limits = (
-        "## Limits\n\nTrained on Python only so far: other languages get Python habits. Its completions "
-        "need review like anyone's. Card written by `python -m training.model_card` from the files above."
+        f"## Limits\n\nTrained on {_names(languages)} only so far: other languages get their habits. Its "
+        "completions need review like anyone's. Card written by `python -m training.model_card` from the "
+        "files above."
     )
     intro = (
         "A small DiffusionGemma-architecture code model trained by the dgemma-lsp project, so that the "
