@@ -188,9 +188,9 @@ def card(model: Path, manifest: dict, runs: list[dict], paths: list[str], langua
         f"< {generation['confidence_threshold']}."
     )
     limits = (
-        f"## Limits\n\nTrained on {_names(languages)} only so far: other languages get their habits. Its "
-        "completions need review like anyone's. Card written by `python -m training.model_card` from the "
-        "files above."
+        f"## Limits\n\nTrained on {_names(languages)} only so far: other languages get the habits of "
+        "these. Its completions need review like anyone's. Card written by `python -m training.model_card` "
+        "from the files above."
     )
     intro = (
         "A small DiffusionGemma-architecture code model trained by the dgemma-lsp project, so that the "
