@@ -28,7 +28,7 @@ class CompareError(ValueError):
 
 @dataclass(frozen=True)
 class RowScore:
-    """One row's shown completion, as the summary scores it (not offered: ES 0, not exact)."""
+    """One row's shown completion, scored as the eval wrote it (nothing shown: the empty text's scores)."""
 
     kind: str
     source: str  # the set it came from: "heldout python", "santacoder-fim py"
@@ -80,8 +80,8 @@ def load_rows(paths: Sequence[Path], decoder: str = DECODER) -> dict[str, RowSco
                 rows[row["id"]] = RowScore(
                     kind=row.get("kind") or "",
                     source=source,
-                    exact=bool(shown["offered"] and shown["exact"]),
-                    edit_similarity=float(shown["edit_similarity"]) if shown["offered"] else 0.0,
+                    exact=bool(shown["exact"]),
+                    edit_similarity=float(shown["edit_similarity"]),
                 )
         except OSError as error:
             raise CompareError(f"{path}: {error.strerror}") from error

@@ -144,6 +144,7 @@ def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
     assert progress["step"] == 5 and progress["rewarm"]["from"] == 3
     for key in ("tokens", "seconds", "cpu_seconds", "canvas_tokens"):  # CPU hours keep adding up
         assert progress[key] > snapped[key], key
+    assert "hours" not in progress and "cpu_hours" not in progress  # derived, not carried stale
     main(["export", "--run", str(fresh), "--out", str(tmp_path / "exported")])
     exported = json.loads((tmp_path / "exported" / "training.json").read_text())
     assert exported["cpu_hours"] == round(progress["cpu_seconds"] / 3600, 3)  # not the snapshot's

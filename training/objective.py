@@ -150,9 +150,9 @@ def canvas_rows(model, batch: Batch, device: str) -> tuple[torch.Tensor, torch.T
         batch.positions[rows, :width].to(device), batch.decoder_positions[rows].to(device),
         model.config.get_text_config().eos_token_id, batch.distill_suppressed,
     )  # fmt: skip
-    target, start = target.clone(), start.clone()
-    target[rows.to(device)] = greedy
-    start[rows.to(device)] = greedy
+    target, start, at = target.clone(), start.clone(), rows.to(device)
+    target[at] = greedy
+    start[at] = greedy
     return target, start
 
 

@@ -104,8 +104,8 @@ def parameters(model) -> dict[str, torch.Tensor]:
 
 
 def with_hours(progress: dict) -> dict:
-    """`progress` with its hours written from its seconds: a run seeded from a snapshot carries the
-    snapshot's hours, which its steps do not update."""
+    """`progress` with its hours, derived from its seconds for what a person reads (snapshot, export);
+    a run's own progress keeps only the seconds."""
     return progress | {
         "hours": round(progress["seconds"] / 3600, 3),  # wall time of the steps
         "cpu_hours": round(progress.get("cpu_seconds", 0.0) / 3600, 3),  # both cores counted
@@ -156,6 +156,8 @@ def load_snapshot(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torc
     else:
         ema = {k: v.clone().float() for k, v in parameters(model).items()}
     progress = json.loads((source / "progress.json").read_text())
+    for derived in ("hours", "cpu_hours"):  # written from the seconds by snapshot and export
+        progress.pop(derived, None)
     progress["rewarm"] = {"from": progress["step"], "steps": max(1, cfg.warmup_steps // 3)}
     logger.info("started from the snapshot in %s at step %d", source, progress["step"])
     return ema, progress
