@@ -86,14 +86,14 @@ def test_a_grown_model_computes_what_the_snapshot_did_and_its_new_layers_open(ti
     assert torch.allclose(before, after, atol=1e-6)
 
 
-def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
+def test_a_run_from_an_exported_model_grows_deeper_and_no_other_way(tmp_path):
     data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
     main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
     common = ["--corpus", str(data), "--batch-size", "2", "--threads", "1"]
     main(["run", "--run", str(run), *common, "--shape", "tiny", "--steps", "2"])
-    packed = tmp_path / "campaign"
-    main(["snapshot", "--run", str(run), "--out", str(packed)])
-    tokens = json.loads((packed / "progress.json").read_text())["tokens"]
+    packed = tmp_path / "shipped"
+    main(["export", "--run", str(run), "--out", str(packed)])
+    tokens = json.loads((packed / "training.json").read_text())["tokens"]
 
     deeper = tmp_path / "deeper"
     main(
@@ -104,7 +104,7 @@ def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
             *common,
             "--shape",
             "tiny-l3",
-            "--from-snapshot",
+            "--from-model",
             str(packed),
             "--steps",
             "3",
@@ -117,7 +117,7 @@ def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
     assert config["added_layers"] == [1] and config["added_gate_lr_scale"] == 20
     assert layer_count(load_file(deeper / "state" / "model.safetensors")) == 3
     progress = json.loads((deeper / "state" / "progress.json").read_text())
-    assert progress["step"] == 5 and progress["tokens"] > tokens  # the campaign's count goes on
+    assert progress["step"] == 5 and progress["tokens"] > tokens  # the count goes on from the model's
     # Resumed with its added groups, whose rates `--set` may still change
     main(["run", "--run", str(deeper), *common, "--steps", "1", "--set", "added_gate_lr_scale=40"])
     assert json.loads((deeper / "state" / "progress.json").read_text())["step"] == 6
@@ -136,7 +136,7 @@ def test_a_run_from_a_snapshot_grows_deeper_and_no_other_way(tmp_path):
                 *common,
                 "--shape",
                 "small",
-                "--from-snapshot",
+                "--from-model",
                 str(packed),
             ]
         )

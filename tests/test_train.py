@@ -9,20 +9,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from engine import InfillRequest, load_engine
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
 from evaluation.benchmarks import BENCHMARKS, heldout
 from evaluation.runner import run_eval
-from training.checkpoint import new_model
 from training.cli import main
 from training.completion_check import CHECK_SET, MODEL_ALONE
 from training.config import TrainConfig
 from training.data import Document, DocumentMix, choose_span, examples
 from training.objective import canvas_weights
-from training.shapes import shape_by_name
 from training.trainer import learning_rate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -113,79 +111,41 @@ def test_validation_completes_held_out_positions_as_the_exported_model_would(tmp
     )
 
 
-def test_a_snapshot_carries_the_run_into_a_new_run_folder(tmp_path):
-    # What a session commits at its end (the run folder does not outlive the session) and the next
-    # session starts from: raw weights in bf16, progress, config and tokenizer; no EMA, no optimizer state.
+def test_a_new_run_goes_on_from_an_exported_model(tmp_path):
+    # A run folder does not outlive its session: the next run starts from the shipped model
+    # (engine/default), its weights, config, tokenizer and progress; fresh optimizer moments.
     data, run = corpus(tmp_path / "corpus"), tmp_path / "run"
     main(["tokenizer", "--corpus", str(data), "--run", str(run), "--vocab-size", "512", "--sample-mb", "1"])
     common = ["--corpus", str(data), "--shape", "tiny", "--batch-size", "2", "--threads", "1"]
     main(["run", "--run", str(run), *common, "--steps", "3"])
-    (run / "valid.jsonl").write_text('{"tokens": 100, "ar": 9.0, "canvas": 8.0}\n')  # a curve so far
-    packed = tmp_path / "campaign"
-    packed.mkdir()
-    (packed / "ema.safetensors").write_bytes(b"an older snapshot's EMA")
-    main(["snapshot", "--run", str(run), "--out", str(packed)])
-    assert sorted(p.name for p in packed.iterdir()) == [
-        "config.json", "model.safetensors", "progress.json", "tokenizer.json", "valid.jsonl",
-    ]  # fmt: skip
-    raw = load_file(packed / "model.safetensors")
-    assert all(t.dtype == torch.bfloat16 for t in raw.values())
-    snapped = json.loads((packed / "progress.json").read_text())
-    assert snapped["step"] == 3 and snapped["cpu_seconds"] > 0 and "adam_steps" not in snapped
-    assert snapped["cpu_hours"] == round(snapped["cpu_seconds"] / 3600, 3)
+    shipped = tmp_path / "shipped"
+    main(["export", "--run", str(run), "--out", str(shipped), "--dtype", "fp32"])
+    record = json.loads((shipped / "training.json").read_text())
+    assert record["step"] == 3 and record["cpu_hours"] == round(record["cpu_seconds"] / 3600, 3)
 
     fresh = tmp_path / "next-session"
-    start = ["run", "--run", str(fresh), *common, "--from-snapshot", str(packed)]
-    main([*start, "--max-tokens", str(snapped["tokens"])])  # no step yet: the state it starts from
+    start = ["run", "--run", str(fresh), *common, "--from-model", str(shipped)]
+    main([*start, "--max-tokens", str(record["tokens"])])  # no step yet: the state it starts from
     ema = load_file(fresh / "state" / "ema.safetensors")
-    assert ema.keys() == raw.keys() and all(torch.equal(ema[k], v.float()) for k, v in raw.items())
+    exported_ema = load_file(run / "state" / "ema.safetensors")
+    assert ema.keys() == exported_ema.keys()
+    assert all(torch.equal(ema[k], v) for k, v in exported_ema.items())  # fp32 export: exactly the EMA
     main([*start, "--steps", "2"])
     progress = json.loads((fresh / "state" / "progress.json").read_text())
     assert progress["step"] == 5 and progress["rewarm"]["from"] == 3
     for key in ("tokens", "seconds", "cpu_seconds", "canvas_tokens"):  # CPU hours keep adding up
-        assert progress[key] > snapped[key], key
+        assert progress[key] > record[key], key
     assert "hours" not in progress and "cpu_hours" not in progress  # derived, not carried stale
     main(["export", "--run", str(fresh), "--out", str(tmp_path / "exported")])
     exported = json.loads((tmp_path / "exported" / "training.json").read_text())
-    assert exported["cpu_hours"] == round(progress["cpu_seconds"] / 3600, 3)  # not the snapshot's
+    assert exported["cpu_hours"] == round(progress["cpu_seconds"] / 3600, 3)  # not the start's
     assert exported["hours"] == round(progress["seconds"] / 3600, 3)
     assert (fresh / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
-    assert (fresh / "valid.jsonl").read_text() == (run / "valid.jsonl").read_text()  # the curve goes on
+    assert json.loads((fresh / "config.json").read_text()) == record["config"]
     main([*start, "--steps", "1"])
     assert json.loads((fresh / "state" / "progress.json").read_text())["step"] == 6  # its own state wins
-    with pytest.raises(SystemExit, match="not a training snapshot"):
-        main(["run", "--run", str(tmp_path / "x"), *common, "--from-snapshot", str(tmp_path / "corpus")])
-
-
-def test_an_older_snapshot_with_an_ema_starts_from_that_ema(tmp_path, tiny_model_dir):
-    data, packed = corpus(tmp_path / "corpus"), tmp_path / "old-snapshot"
-    packed.mkdir()
-    config = {"shape": "tiny", "batch_size": 2, "prompt_budgets": [128], "canvas_lengths": [16]}
-    (packed / "config.json").write_text(json.dumps(config))
-    shutil.copy(tiny_model_dir / "tokenizer.json", packed)
-    model = new_model(shape_by_name("tiny"), load_tokenizer(packed / "tokenizer.json"), seed=1)
-    weights = {k: p.detach().contiguous() for k, p in model.named_parameters()}
-    save_file({k: v.bfloat16() for k, v in weights.items()}, packed / "model.safetensors")
-    save_file({k: (v / 2).bfloat16() for k, v in weights.items()}, packed / "ema.safetensors")
-    progress = {"step": 9, "tokens": 10, "seconds": 1.0, "canvas_tokens": 0}
-    (packed / "progress.json").write_text(json.dumps(progress))
-    fresh = tmp_path / "run"
-    main(
-        [
-            "run",
-            "--run",
-            str(fresh),
-            "--corpus",
-            str(data),
-            "--from-snapshot",
-            str(packed),
-            "--max-tokens",
-            "10",
-        ]
-    )
-    ema = load_file(fresh / "state" / "ema.safetensors")
-    assert ema.keys() == weights.keys()
-    assert all(torch.equal(ema[k], (v / 2).bfloat16().float()) for k, v in weights.items())
+    with pytest.raises(SystemExit, match="not a model exported"):
+        main(["run", "--run", str(tmp_path / "x"), *common, "--from-model", str(tmp_path / "corpus")])
 
 
 def test_learning_rate_warms_up_holds_and_cools_down_to_a_tenth():

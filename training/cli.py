@@ -10,7 +10,7 @@ import torch
 
 from training.config import TrainConfig
 from training.export import export
-from training.run_state import Run, write_snapshot
+from training.run_state import Run
 from training.tokenizer import tokenizer_from_corpus
 from training.trainer import Session, train
 
@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--run", required=True)
     tr.add_argument(
         "--shape", default="",
-        help="shape of a new run (default small); with --from-snapshot, a deeper shape grows the snapshot",
+        help="shape of a new run (default small); with --from-model, a deeper shape grows the model",
     )  # fmt: skip
     tr.add_argument("--languages", default="", help="comma-separated corpus languages (default: all)")
     tr.add_argument(
@@ -49,8 +49,8 @@ def parser() -> argparse.ArgumentParser:
         help="decay the learning rate to a tenth over N steps, then stop (run it on a copy of the run)",
     )  # fmt: skip
     tr.add_argument(
-        "--from-snapshot", default="",
-        help="start a new run from a snapshot folder (`snapshot`); ignored once the run has its own state",
+        "--from-model", default="",
+        help="start a new run from an exported model (engine/default); ignored once the run has state",
     )  # fmt: skip
     tr.add_argument("--ar-weight", type=float, default=0.5)
     tr.add_argument("--canvas-weight", type=float, default=1.0)
@@ -79,9 +79,6 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.add_argument("--raw", action="store_true", help="export the raw weights instead of the EMA")
     ex.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="weights on disk")
-    sn = sub.add_parser("snapshot", help="pack a run's weights and progress into a committable folder")
-    sn.add_argument("--run", required=True)
-    sn.add_argument("--out", required=True)
     return parser
 
 
@@ -113,7 +110,7 @@ def session(args: argparse.Namespace) -> Session:
         steps=args.steps,
         max_tokens=args.max_tokens,
         cooldown_steps=args.cooldown_steps,
-        from_snapshot=Path(args.from_snapshot) if args.from_snapshot else None,
+        from_model=Path(args.from_model) if args.from_model else None,
         deeper_shape=args.shape,
         validate_every_tokens=args.validate_every_tokens,
         completion_rows=args.completion_rows,
@@ -155,7 +152,5 @@ def main(argv: list[str] | None = None) -> None:
         make_tokenizer(args)
     elif args.command == "run":
         run_logged(args)
-    elif args.command == "snapshot":
-        write_snapshot(Run(Path(args.run)), Path(args.out))
     else:
         export(Run(Path(args.run)), Path(args.out), raw=args.raw, dtype=args.dtype)

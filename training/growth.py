@@ -2,9 +2,9 @@
 
 A new layer copies the trained layer below it with its two post-norms (after attention and after the
 feed-forward block) at ADDED_GATE of that layer's, so it adds little to the residual stream and the
-grown model starts near the snapshot's loss. At exactly zero the grown model would compute what the
-snapshot did, but AdamW opens such gates by at most the learning rate per step, and with noisy
-gradients far slower: six layers grown that way stayed at a 4-layer model's loss (campaign/README.md).
+grown model starts near the source model's loss. At exactly zero the grown model would compute what
+the source did, but AdamW opens such gates by at most the learning rate per step, and with noisy
+gradients far slower: six layers grown that way stayed at a 4-layer model's loss (docs/training.md).
 So an added layer's weights and its gates may learn at multiples of the run's rate (`added_lr_scale`,
 `added_gate_lr_scale`): Adam's step does not shrink with the gate, so a nearly silent layer still learns.
 """
@@ -18,7 +18,7 @@ import torch
 _PREFIX = "model.encoder.language_model.layers."
 _LAYER = re.compile(rf"^{re.escape(_PREFIX)}(\d+)\.(.+)$")
 _GATES = ("post_attention_layernorm.weight", "post_feedforward_layernorm.weight")
-ADDED_GATE = 0.05  # an added layer's post-norms, as a share of its source's (measured in campaign/README.md)
+ADDED_GATE = 0.05  # an added layer's post-norms, as a share of its source's (docs/training.md)
 
 
 def _by_layer(

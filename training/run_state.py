@@ -1,4 +1,4 @@
-"""A training run folder: its files, the resumable state in it, and snapshots that carry it on."""
+"""A training run folder: its files, the resumable state in it, and a start from an exported model."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from training.growth import grow_layers, layer_count
 logger = logging.getLogger(__name__)
 
 OPTIMIZER_BUFFERS = ("exp_avg", "exp_avg_sq", "momentum_buffer")
-SNAPSHOT_FILES = ("config.json", "tokenizer.json", "progress.json", "model.safetensors")
+MODEL_FILES = ("config.json", "tokenizer.json", "training.json")  # what `export` writes beside the weights
+# What a run's progress carries on from an exported model's training.json.
+PROGRESS_KEYS = ("step", "tokens", "seconds", "cpu_seconds", "canvas_tokens")
 
 
 class Run:
@@ -104,7 +106,7 @@ def parameters(model) -> dict[str, torch.Tensor]:
 
 
 def with_hours(progress: dict) -> dict:
-    """`progress` with its hours, derived from its seconds for what a person reads (snapshot, export);
+    """`progress` with its hours, derived from its seconds for what a person reads (the export);
     a run's own progress keeps only the seconds."""
     return progress | {
         "hours": round(progress["seconds"] / 3600, 3),  # wall time of the steps
@@ -112,52 +114,36 @@ def with_hours(progress: dict) -> dict:
     }
 
 
-def write_snapshot(run: Run, out: Path) -> None:
-    """Pack a run into a folder small enough to commit: raw weights in bf16, progress, config, tokenizer."""
-    out.mkdir(parents=True, exist_ok=True)
-    weights = load_file(run.state / "model.safetensors")
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}, out / "model.safetensors")
-    (out / "ema.safetensors").unlink(missing_ok=True)  # an older snapshot's EMA would outlive its weights
-    progress = run.read_progress()
-    for per_run in ("adam_steps", "cooldown", "rewarm"):  # the next run gets its own
-        progress.pop(per_run, None)
-    (out / "progress.json").write_text(json.dumps(with_hours(progress), indent=1))
-    if run.validation_path.exists():  # the training curve goes on with the run
-        (out / "valid.jsonl").write_text(run.validation_path.read_text())
-    (out / "config.json").write_text(run.config_path.read_text())
-    (out / "tokenizer.json").write_text(run.tokenizer_path.read_text())
-    logger.info("snapshot of step %d in %s", progress["step"], out)
-
-
-def seed_run_from_snapshot(run: Run, source: Path) -> None:
-    """Copy a snapshot's config and tokenizer into a new run folder; weights load in `load_snapshot`."""
-    missing = [name for name in SNAPSHOT_FILES if not (source / name).exists()]
+def seed_run_from_model(run: Run, source: Path) -> None:
+    """Copy an exported model's training config and tokenizer into a new run folder; its weights load in
+    `load_model`. This is how a run whose folder was lost goes on: from the shipped weights."""
+    missing = [name for name in MODEL_FILES if not (source / name).exists()]
     if missing:
-        raise SystemExit(f"{source} is not a training snapshot: missing {', '.join(missing)}")
-    for name in ("config.json", "tokenizer.json"):
-        (run.folder / name).write_text((source / name).read_text())
-    if (source / "valid.jsonl").exists():  # the curve so far, continued by this run
-        run.validation_path.write_text((source / "valid.jsonl").read_text())
+        raise SystemExit(
+            f"{source} is not a model exported by `python -m training export`: missing {', '.join(missing)}"
+        )
+    record = json.loads((source / "training.json").read_text())
+    run.config_path.write_text(json.dumps(record["config"], indent=1))
+    run.tokenizer_path.write_text((source / "tokenizer.json").read_text())
 
 
-def load_snapshot(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], dict]:
-    """Load a snapshot's weights into `model`: (EMA, progress with a re-warmup from its step).
+def load_model(source: Path, model, cfg: TrainConfig) -> tuple[dict[str, torch.Tensor], dict]:
+    """Load an exported model's weights into `model`: (EMA, progress with a re-warmup from its step).
 
-    The EMA starts from the raw weights, or from ema.safetensors in a snapshot that has one (older ones).
-    Progress goes on from the snapshot's: steps, tokens, seconds and CPU seconds keep adding up.
+    The EMA starts at the loaded weights; progress goes on from the export's training.json, so steps,
+    tokens, seconds and CPU seconds keep adding up across runs.
     """
-    weights = {k: v.float() for k, v in load_file(source / "model.safetensors").items()}
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    exported = DiffusionGemmaForBlockDiffusion.from_pretrained(source, dtype=torch.float32)
+    weights = {k: v.clone() for k, v in parameters(exported).items()}
     depth = model.config.text_config.num_hidden_layers
     if layer_count(weights) < depth:
         weights = grow_layers(weights, depth)
     model.load_state_dict(weights, strict=False)
-    if (source / "ema.safetensors").exists():
-        ema = {k: v.float() for k, v in load_file(source / "ema.safetensors").items()}
-    else:
-        ema = {k: v.clone().float() for k, v in parameters(model).items()}
-    progress = json.loads((source / "progress.json").read_text())
-    for derived in ("hours", "cpu_hours"):  # written from the seconds by snapshot and export
-        progress.pop(derived, None)
+    ema = {k: v.clone().float() for k, v in parameters(model).items()}
+    record = json.loads((source / "training.json").read_text())
+    progress = {key: record[key] for key in PROGRESS_KEYS if key in record}
     progress["rewarm"] = {"from": progress["step"], "steps": max(1, cfg.warmup_steps // 3)}
-    logger.info("started from the snapshot in %s at step %d", source, progress["step"])
+    logger.info("started from the model in %s at step %d", source, progress["step"])
     return ema, progress

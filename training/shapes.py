@@ -64,7 +64,7 @@ SHAPES: dict[str, ModelShape] = {
     "deep8": replace(_SMALL, num_layers=8, intermediate_size=256, num_experts=2, moe_intermediate_size=128),
     # "small" with a 4,096-token vocabulary: the tied head and embedding are a third of its FLOPs.
     "small-v4k": replace(_SMALL, vocab_size=4096),
-    # "small" six layers deep: grown from a "small" snapshot (`training/growth.py`), a capacity step.
+    # "small" six layers deep: grown from a "small" model (`training/growth.py`), a capacity step.
     "small-l6": replace(_SMALL, num_layers=6),
     # For a lent GPU: ~30M parameters, still small enough to ship in bf16 under 60 MB.
     "base": ModelShape(

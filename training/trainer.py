@@ -27,7 +27,7 @@ from training.data import DocumentMix, load_documents
 from training.growth import added_layers, added_part
 from training.muon import MuonAdamW, is_hidden_matrix
 from training.objective import Batch, canvas_weight_at, losses, next_batch, validate, validation_batches
-from training.run_state import Run, load_snapshot, parameters, seed_run_from_snapshot
+from training.run_state import Run, load_model, parameters, seed_run_from_model
 from training.shapes import shape_by_name
 
 logger = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ class Session:
     steps: int = 0
     max_tokens: float = 0
     cooldown_steps: int = 0
-    from_snapshot: Path | None = None
-    deeper_shape: str = ""  # a new run from a snapshot grows to this shape (more layers, all else equal)
+    from_model: Path | None = None  # an exported model a new run starts from (engine/default)
+    deeper_shape: str = ""  # a new run from a model grows to this shape (more layers, all else equal)
     validate_every_tokens: float = 0
     completion_rows: int = 0  # held-out positions completed by the model alone at each validation
     log_every: int = 20
@@ -121,7 +121,7 @@ def learning_rate(
     # Warmup, then constant: the run has no planned end (it continues session after session).
     # A cooldown branch (a copy of the run, `--cooldown-steps N`) decays linearly to a tenth over
     # N steps: the warmup-stable-decay recipe, where the stable run goes on from before the branch.
-    # A run restarted from a snapshot has fresh Adam moments, so it warms up again (`rewarm`).
+    # A run started from an exported model has fresh Adam moments, so it warms up again (`rewarm`).
     rate = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
     if rewarm:
         rate *= min(1.0, (step - rewarm["from"] + 1) / rewarm["steps"])
@@ -134,50 +134,50 @@ def learning_rate(
 def open_run(
     run: Run,
     new_config: TrainConfig,
-    from_snapshot: Path | None,
+    from_model: Path | None,
     overrides: dict[str, str] | None = None,
     deeper_shape: str = "",
 ) -> tuple[TrainConfig, Path | None]:
-    """The run's config (`new_config` for a new run) and the snapshot to start from, if any is still due."""
+    """The run's config (`new_config` for a new run) and the model to start from, if any is still due."""
     run.folder.mkdir(parents=True, exist_ok=True)
-    if from_snapshot and run.has_state():
-        logger.info("the run has its own state: resuming it, not %s", from_snapshot)
-        from_snapshot = None
-    elif from_snapshot:
-        seed_run_from_snapshot(run, from_snapshot)
+    if from_model and run.has_state():
+        logger.info("the run has its own state: resuming it, not %s", from_model)
+        from_model = None
+    elif from_model:
+        seed_run_from_model(run, from_model)
     cfg = run.read_config()
     if cfg is None:
         cfg = new_config
         run.write_config(cfg)
-    elif from_snapshot and deeper_shape and deeper_shape != cfg.shape:
+    elif from_model and deeper_shape and deeper_shape != cfg.shape:
         cfg = deeper(cfg, deeper_shape)
         run.write_config(cfg)
     if overrides:
         cfg = cfg.with_overrides(overrides)
         run.write_config(cfg)
         logger.info("config set from now on: %s", overrides)
-    return cfg, from_snapshot
+    return cfg, from_model
 
 
 def deeper(cfg: TrainConfig, shape: str) -> TrainConfig:
-    """The snapshot's config with a deeper shape: the only change a run started from a snapshot can make."""
+    """The model's config with a deeper shape: the only change a run started from a model can make."""
     have, want = shape_by_name(cfg.shape), shape_by_name(shape)
     if replace(want, num_layers=have.num_layers) != have or want.num_layers <= have.num_layers:
-        raise SystemExit(f"--shape {shape}: a run from a {cfg.shape} snapshot can only grow deeper")
-    logger.info("growing the snapshot's %d layers to %d (%s)", have.num_layers, want.num_layers, shape)
+        raise SystemExit(f"--shape {shape}: a run from a {cfg.shape} model can only grow deeper")
+    logger.info("growing the model's %d layers to %d (%s)", have.num_layers, want.num_layers, shape)
     return replace(cfg, shape=shape, added_layers=added_layers(have.num_layers, want.num_layers))
 
 
 def initial_state(
-    run: Run, model, optimizer, cfg: TrainConfig, from_snapshot: Path | None
+    run: Run, model, optimizer, cfg: TrainConfig, from_model: Path | None
 ) -> tuple[dict[str, torch.Tensor], dict]:
-    """(EMA weights, progress): the run's own state, else the snapshot's, else a fresh start."""
+    """(EMA weights, progress): the run's own state, else the exported model's, else a fresh start."""
     if run.has_state():
         ema, progress = run.load(model, optimizer)
         logger.info("resumed at step %d", progress["step"])
         return ema, progress
-    if from_snapshot:
-        return load_snapshot(from_snapshot, model, cfg)
+    if from_model:
+        return load_model(from_model, model, cfg)
     ema = {k: v.clone().float() for k, v in parameters(model).items()}
     return ema, {"step": 0, "tokens": 0, "seconds": 0.0, "canvas_tokens": 0}
 
@@ -249,9 +249,7 @@ def time_left(
 
 
 def train(run: Run, session: Session, new_config: TrainConfig) -> None:
-    cfg, from_snapshot = open_run(
-        run, new_config, session.from_snapshot, session.overrides, session.deeper_shape
-    )
+    cfg, from_model = open_run(run, new_config, session.from_model, session.overrides, session.deeper_shape)
     device = session.device
     if cfg.bf16 and device == "cpu":
         # Batches of many shapes filled oneDNN's per-shape caches as they fill the server's: capped,
@@ -261,7 +259,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     fmt = FimFormat(tokenizer)
     model = new_model(shape_by_name(cfg.shape), tokenizer, seed=cfg.seed).to(device).train()
     optimizer = build_optimizer(model, cfg)
-    ema, progress = initial_state(run, model, optimizer, cfg, from_snapshot)
+    ema, progress = initial_state(run, model, optimizer, cfg, from_model)
     if session.cooldown_steps and "cooldown" not in progress:
         progress["cooldown"] = {"from": progress["step"], "steps": session.cooldown_steps}
     cooldown, rewarm = progress.get("cooldown"), progress.get("rewarm")
