@@ -69,14 +69,27 @@ def main(argv: list[str] | None = None) -> int:
             return complete(_complete_parser().parse_args(rest))
         if command == "doctor":
             return doctor(_doctor_parser().parse_args(rest))
-        if command == "eval":
-            from evaluation.cli import main as eval_main
-
-            return eval_main(rest)
-        from evaluation.bench.cli import main as bench_main
-
-        return bench_main(rest)
+        return _checkout_tool(command, rest)
     return serve(_serve_parser().parse_args(argv))
+
+
+def _checkout_tool(command: str, argv: list[str]) -> int:
+    """`eval` and `bench` hand over to evaluation/, which lives in a checkout beside dgemma_lsp/ and is
+    not in the runtime wheel: an editable install (`pip install -e .`) or a run from the checkout finds it."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "evaluation" / "__init__.py").is_file() and str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    try:
+        from evaluation.bench.cli import main as bench_main
+        from evaluation.cli import main as eval_main
+    except ImportError as err:
+        print(
+            f"dgemma-lsp {command}: needs a checkout of the repository (git clone, then pip install -e .): "
+            f"the evaluation tools are not in the installed package ({err})",
+            file=sys.stderr,
+        )
+        return 2
+    return eval_main(argv) if command == "eval" else bench_main(argv)
 
 
 def _configure_logging(verbose: bool, log_file: str | None) -> None:
