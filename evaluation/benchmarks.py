@@ -20,7 +20,8 @@ from typing import Literal
 from evaluation.heldout.records import read_records
 
 BENCHMARKS_ENV = "DGEMMA_BENCHMARKS"
-DEFAULT_ROOT = Path("/work/shared/benchmarks")
+# Beside the checkout, as the project keeps them (`../shared/benchmarks` from the repository root).
+DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 
 SINGLE_LINE_TOKENS = 48
 MULTI_LINE_TOKENS = 128

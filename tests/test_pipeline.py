@@ -24,8 +24,8 @@ async def test_eval_and_the_server_give_the_same_text_for_the_same_file_and_curs
     scored = run_eval(engine, BENCHMARKS["santacoder-fim"], [item], options).rows[0].completions["diffusion"]
     server_options = {"threads": 1, "completion": {"latencyBudgetMs": 0}}
     async with lsp_session(tiny_model_dir, options=server_options) as (client, _):
-        open_document(client, "file:///work/same.py", TEXT)
-        result = await inline(client, "file:///work/same.py", LINE, COLUMN)
+        open_document(client, "file:///project/same.py", TEXT)
+        result = await inline(client, "file:///project/same.py", LINE, COLUMN)
     shown = result.items[0].insert_text if result.items else ""
     assert scored.text, "the tiny model writes something here: the comparison is not of two empty answers"
     assert shown == scored.text

@@ -99,7 +99,7 @@ EMOJI_CODE = "def hi():\n    s = '😀 你好'\n    if s:\n        print(s)\n   
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
 async def test_rewrite_code_action_resolves_to_a_versioned_edit_of_the_block(tiny_model_dir, encoding):
-    uri = "file:///work/hi.py"
+    uri = "file:///project/hi.py"
     async with lsp_session(
         tiny_model_dir, encodings=[encoding], options={"rewrite": {"strengthPercent": 60}}
     ) as (
@@ -139,7 +139,7 @@ async def test_rewrite_code_action_resolves_to_a_versioned_edit_of_the_block(tin
 
 
 async def test_next_edit_answers_null_or_a_range_with_new_text(tiny_model_dir):
-    uri = "file:///work/next.py"
+    uri = "file:///project/next.py"
     async with lsp_session(tiny_model_dir) as (client, _):
         open_document(client, uri, CODE)
         params = {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}

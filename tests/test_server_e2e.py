@@ -10,7 +10,7 @@ from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from tests.lsp_session import change, inline, lsp_session, open_document
 
 SOURCE = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    \n    return result\n"
-URI = "file:///work/example.py"
+URI = "file:///project/example.py"
 
 
 class _Negative(int):

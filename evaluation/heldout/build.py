@@ -1,6 +1,6 @@
 """Build the held-out FIM set: fetch the pinned sources, filter, decontaminate, cut, write.
 
-    python -m evaluation.heldout build [--cache data/heldout-cache] [--corpus /work/camp/corpus/train]
+    python -m evaluation.heldout build [--cache data/heldout-cache] [--corpus data/corpus/train]
 
 Files are filtered the way training.corpus filters training files (vendored, generated, minified,
 data-like, test data), and further to what an editor position should come from: library code (no

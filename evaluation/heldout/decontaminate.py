@@ -18,7 +18,7 @@ from training.corpus.decontaminate import DECONTAM_SHINGLE, significant_lines, w
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CORPUS = Path("/work/camp/corpus/train")
+DEFAULT_CORPUS = Path("data/corpus/train")  # the training README's corpus folder, from the checkout
 
 
 @dataclass
@@ -56,7 +56,7 @@ def decontaminate(heldout: dict[str, str], shards: list[Path]) -> Decontaminatio
         known_lines.update(lines)
         for shingle in window_shingles(lines):
             owners.setdefault(shingle, set()).add(key)
-    result = Decontamination(corpus_shards=[str(s) for s in shards])
+    result = Decontamination(corpus_shards=[s.name for s in shards])  # names: no machine's folders
     for shard in shards:
         with shard.open(encoding="utf-8") as rows:
             for row in rows:
