@@ -70,15 +70,19 @@ class LineMemoEncoder:
         pieces = _LINE_CUT.split(text)
         memo = self.memo
         missing = [piece for piece in dict.fromkeys(pieces) if piece not in memo]
+        fresh: dict[str, list[int]] = {}
         if missing:
             if len(memo) + len(missing) > self.capacity:
                 memo.clear()
             encoded = self.tokenizer.encode_batch(missing, add_special_tokens=False)
-            for piece, found in zip(missing, encoded, strict=True):
-                memo[piece] = found.ids
+            fresh = {piece: found.ids for piece, found in zip(missing, encoded, strict=True)}
+            for piece in missing[-self.capacity :]:  # more new lines than it holds: it keeps the last
+                memo[piece] = fresh[piece]
         ids: list[int] = []
         for piece in pieces:
-            found = memo.get(piece)
+            found = fresh.get(piece)
+            if found is None:
+                found = memo.get(piece)
             if found is None:  # cleared by the other thread between the two loops
                 found = self.tokenizer.encode(piece, add_special_tokens=False).ids
             ids.extend(found)

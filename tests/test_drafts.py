@@ -41,7 +41,9 @@ def test_the_longest_earlier_match_and_what_followed_it():
     text = "x = compute(a, b)\ny = compute(c, d)\nz = comp"
     cursor = len(text)
     hay = [Haystack(text, cursor - 1, cursor)]
-    assert longest_key(text[-256:], hay) == ") = comp"[-len(longest_key(text[-256:], hay)) :]
+    assert longest_key(text[-256:], hay) == " = comp"  # "\nz = comp" and longer occur nowhere else
+    named = "value = compute(a)\nother = compute(b)\nvalue = comp"
+    assert longest_key(named, [Haystack(named, len(named) - 1, len(named))]) == "value = comp"
     # Nearest occurrence first; each continuation to the end of its line.
     assert continuations(text, hay, lines=1, limit=3) == ["ute(c, d)", "ute(a, b)"]
     # The cursor's own text is never its own match.

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
 
+from engine.api import InfillRequest
 from engine.backbone import ModuleBackbone, backbone_of
 from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
@@ -187,9 +188,31 @@ def test_fused_prefill_rounds_bf16_no_worse_than_transformers_on_the_bundled_mod
         assert_rounds_like_transformers(ours.values, theirs.values, exact_layer.values.float())
 
 
-def test_the_engine_prefills_and_decodes_through_the_fused_layers_on_a_cpu(tiny_engine):
-    assert isinstance(tiny_engine.backbone, FusedModel)
-    assert tiny_engine.prompt_cache.backbone is tiny_engine.backbone
+def test_the_engine_prefills_and_decodes_through_the_fused_layers_on_a_cpu(tiny_engine, monkeypatch):
+    fused = tiny_engine.backbone
+    assert isinstance(fused, FusedModel) and tiny_engine.prompt_cache.backbone is fused
+    calls: list[str] = []
+    real_encode, real_canvas_step = fused.encode, fused.canvas_step
+
+    def encode(*args, **kwargs):  # spies: the fused layers still run
+        calls.append("encode")
+        return real_encode(*args, **kwargs)
+
+    def canvas_step(*args, **kwargs):
+        step = real_canvas_step(*args, **kwargs)
+
+        def counted(*step_args, **step_kwargs):
+            calls.append("step")
+            return step(*step_args, **step_kwargs)
+
+        return counted
+
+    monkeypatch.setattr(fused, "encode", encode)
+    monkeypatch.setattr(fused, "canvas_step", canvas_step)
+    tiny_engine.reset_cache()
+    request = InfillRequest(prefix="def add(a, b):\n    return ", suffix="\n", max_new_tokens=8, max_steps=2)
+    result = tiny_engine.infill(request)
+    assert calls[0] == "encode" and calls.count("step") == result.steps >= 1  # every step through them
 
 
 def test_rotary_tables_are_the_models_own():

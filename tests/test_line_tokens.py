@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from engine.line_tokens import LineMemoEncoder, splits_at_line_breaks
+from engine.line_tokens import _LINE_CUT, LineMemoEncoder, splits_at_line_breaks
 from engine.prompts import FimFormat
 from engine.tokenizer import load_tokenizer
 from training.tokenizer import train_tokenizer
@@ -55,23 +55,48 @@ def test_random_texts_of_line_breaks_spaces_and_specials_encode_exactly() -> Non
         assert encoder.encode(text) == whole(BUNDLED, text), repr(text)
 
 
+class CountingTokenizer:
+    """The bundled tokenizer, recording the pieces it is asked to encode (a spy: it still encodes)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.encoded: list[str] = []
+
+    def to_str(self) -> str:
+        return self.tokenizer.to_str()
+
+    def encode_batch(self, pieces: list[str], add_special_tokens: bool):
+        self.encoded += pieces
+        return self.tokenizer.encode_batch(pieces, add_special_tokens=add_special_tokens)
+
+    def encode(self, piece: str, add_special_tokens: bool):
+        self.encoded.append(piece)
+        return self.tokenizer.encode(piece, add_special_tokens=add_special_tokens)
+
+
 def test_typing_reuses_remembered_lines_and_stays_exact() -> None:
-    encoder = LineMemoEncoder(BUNDLED)
+    spy = CountingTokenizer(BUNDLED)
+    encoder = LineMemoEncoder(spy)
     text = (ROOT / "engine" / "sampler.py").read_text()
     cursor = text.index("\n", len(text) // 2)
     encoder.encode(text[:cursor])
-    remembered = len(encoder.memo)
+    assert len(spy.encoded) > 100  # the first time, every line
     for typed in range(1, 12):
+        spy.encoded.clear()
         prefix = text[:cursor] + "value = compute("[:typed]
         assert encoder.encode(prefix) == whole(BUNDLED, prefix)
-    assert len(encoder.memo) <= remembered + 11  # one new line per keystroke, the rest remembered
+        assert spy.encoded == [_LINE_CUT.split(prefix)[-1]]  # only the line being typed, once
 
 
 def test_the_memo_stays_within_its_capacity() -> None:
     encoder = LineMemoEncoder(BUNDLED, capacity=50)
     text = "".join(f"line_{i} = {i}\n" for i in range(400))
     assert encoder.encode(text) == whole(BUNDLED, text)
-    assert len(encoder.memo) <= 50 + 401
+    assert 0 < len(encoder.memo) <= 50
+    for start in range(0, 400, 30):  # windows of other lines come and go: never more than it holds
+        window = "".join(f"line_{i} = {i}\n" for i in range(start, start + 40))
+        assert encoder.encode(window) == whole(BUNDLED, window)
+        assert len(encoder.memo) <= 50
 
 
 def test_another_pre_tokenizer_encodes_whole_texts() -> None:

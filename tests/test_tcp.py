@@ -73,17 +73,24 @@ def test_tcp_server_initializes_answers_and_exits_cleanly(tiny_model_dir):
             assert "inlineCompletionProvider" in init["result"]["capabilities"]
             send({"method": "initialized", "params": {}})
             uri = "file:///tcp/example.py"
-            text = "def add(a, b):\n    return \n"
+            text = "def add(a, b):\n    total = a + b\n    out = \n    return out\n"
             send({"method": "textDocument/didOpen", "params": {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1, "text": text}}})  # fmt: skip
-            send({"id": 2, "method": "textDocument/inlineCompletion", "params": {
-                "textDocument": {"uri": uri}, "position": {"line": 1, "character": 11},
-                "context": {"triggerKind": 2}}})  # fmt: skip
-            completion = answer(stream, 2)
-            # While the model loads the answer is an empty list, after it a list of items: never an error.
-            assert "error" not in completion and isinstance(completion["result"], (list, dict))
-            send({"id": 3, "method": "shutdown"})
-            assert answer(stream, 3)["result"] is None
+            items, request_id, deadline = [], 1, time.monotonic() + 60
+            while not items:  # empty lists while the model loads, then the completion: never an error
+                assert time.monotonic() < deadline, "no completion over TCP within 60 s"
+                request_id += 1
+                send({"id": request_id, "method": "textDocument/inlineCompletion", "params": {
+                    "textDocument": {"uri": uri}, "position": {"line": 2, "character": 10},
+                    "context": {"triggerKind": 1}}})  # fmt: skip
+                completion = answer(stream, request_id)
+                assert "error" not in completion, completion
+                result = completion["result"]
+                items = result["items"] if isinstance(result, dict) else result
+                time.sleep(0.2)
+            assert items[0]["insertText"].strip(), items  # the tiny model always writes something here
+            send({"id": 100, "method": "shutdown"})
+            assert answer(stream, 100)["result"] is None
             send({"method": "exit"})
         assert server.wait(timeout=30) == 0
     finally:
