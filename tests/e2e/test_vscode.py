@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import tools
-from tests.e2e.conftest import need, requires
+from tests.e2e.conftest import FIXTURES, need, requires
 
 FIXTURE = "python/shorten.py"
 LINE = 6  # 1-based: the empty, indented line inside shorten()
@@ -158,6 +158,7 @@ def drive(
         "profile": str(code_server.home / f"chromium-{name}"),
         "artifacts": str(artifacts),
         "file": Path(FIXTURE).name,
+        "path": str(workspace / FIXTURE),  # read back at every save
         "line": LINE,
         "column": 5,
         "readyPattern": "· cpu",
@@ -220,9 +221,8 @@ def test_ghost_text_appears_and_tab_inserts_it(code_server, workspace, artifacts
     assert inserted.startswith("    " + TYPED), inserted
     # What Tab put in the file is what the ghost text showed, and the code after it is untouched.
     assert visible(inserted[len("    " + TYPED) :]).rstrip() == visible(ghost["first"]).rstrip()
-    assert lines[LINE:] == ["    return result", ""][: len(lines) - LINE] or "return result" in "\n".join(
-        lines[LINE:]
-    )
+    original = (FIXTURES / FIXTURE).read_text().split("\n")
+    assert lines[LINE:] == original[LINE:]  # a one-line completion: the lines below exactly as they were
     # The status bar shows the model folder, the device and the last completion latency.
     assert tiny_name(code_server) in seen["status"] and "cpu" in seen["status"]
 
@@ -289,7 +289,9 @@ def test_next_edit_is_shown_and_applied_only_on_tab(code_server, workspace, arti
     assert "Tab accepts" in seen["statusItem"]
     saves = [step for step in seen["steps"] if step["step"] == "saved"]
     assert len(saves) == 2
+    assert saves[0]["text"] == before, "the next edit changed the file before Tab"
     after = (workspace / FIXTURE).read_text()
+    assert saves[1]["text"] == after
     assert after != before, "Tab did not apply the next edit"
     # Only the suggested region changed: the lines before the cursor are as they were.
     assert after.split("\n")[: LINE - 1] == before.split("\n")[: LINE - 1]

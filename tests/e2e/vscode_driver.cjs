@@ -171,7 +171,7 @@ async function runStep(page, step) {
     case "save":
       await page.keyboard.press("Control+S");
       await page.waitForTimeout(step.wait ?? 1000);
-      note("saved");
+      note("saved", { text: fs.readFileSync(scenario.path, "utf8") });
       return;
     case "status":
       seen.status = await waitForStatus(page, step.pattern, step.timeout ?? 30000);

@@ -503,11 +503,13 @@ def test_ten_megabyte_documents(tiny_server: RawServer, figures: dict, long_mode
                 "textDocument/inlineCompletion", tiny_server.inline_params(uri, where, 4), timeout=60
             )
             assert "result" in answer, answer
-        # Ten keystrokes in the middle: the server keeps up (seconds, not a queue that grows).
+        # Ten keystrokes in the middle: the server keeps up (how fast is a printed figure; the guard
+        # catches a queue that grows or a parse per keystroke that never ends).
         for version in range(2, 12):
             at = {"line": rows // 2, "character": 4}
             tiny_server.change(uri, version, [{"range": {"start": at, "end": at}, "text": "x"}])
-        assert settle(tiny_server) < 10.0
+        figures["10 MB document: ten keystrokes settled in (s)"] = round(seconds := settle(tiny_server), 2)
+        assert seconds < 60.0
         # A whole-document replacement of the same size.
         tiny_server.change(uri, 12, [{"text": text.replace("é", "e")}])
         answer = tiny_server.request(
