@@ -13,6 +13,7 @@ from engine.api import (
     EngineInfo,
     InfillRequest,
     InfillResult,
+    Snippet,
     Timings,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "EngineInfo",
     "InfillRequest",
     "InfillResult",
+    "Snippet",
     "Timings",
     "load_engine",
     "preload",

@@ -29,6 +29,15 @@ class CancelToken(Protocol):
 
 
 @dataclass(frozen=True)
+class Snippet:
+    """Code from another file of the repository for the model to read: a window similar to the code at
+    the cursor, or the definitions of names the file imports."""
+
+    path: str  # as the model sees it: relative to the workspace folder
+    text: str
+
+
+@dataclass(frozen=True)
 class InfillRequest:
     prefix: str
     suffix: str = ""
@@ -83,6 +92,9 @@ class InfillRequest:
     # "autoregressive": the same weights decoded left to right, one token per forward (a baseline;
     # seeds and anchors do not apply). Engines that cannot raise EngineError.
     decoder: Decoder = "diffusion"
+    # Other files' code, read before the file's windows (`PromptFormat.prompt_ids`). It changes only when
+    # the retrieved set does, so typing at the cursor keeps the prompt cache.
+    context: tuple[Snippet, ...] = ()
     cancel: CancelToken | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

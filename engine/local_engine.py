@@ -108,7 +108,7 @@ class LocalEngine:
 
     def prompt_ids(self, request: InfillRequest) -> list[int]:
         return self.format.prompt_ids(
-            request.prefix, request.suffix, request.language, self.max_prompt_tokens
+            request.prefix, request.suffix, request.language, self.max_prompt_tokens, request.context
         )
 
     def infill(self, request: InfillRequest) -> InfillResult:

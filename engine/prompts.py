@@ -1,13 +1,13 @@
 """Prompt formats, one per model family.
 
-`FimFormat` (our own models) lays the prompt out suffix first, then prefix, then the middle marker
-(SPM order). Typing at the cursor only appends to the prefix, so the prompt of the next keystroke
-shares all but its last few tokens with this one and the encoder's KV cache is reused up to there.
-The trainer (`training.data`) builds its examples with `FimFormat.prompt_ids` too, so the
-layout lives in this one place.
+`FimFormat` (our own models) lays the prompt out as the other files' snippets, then the suffix, then
+the prefix, then the middle marker (SPM order). Typing at the cursor only appends to the prefix, so
+the prompt of the next keystroke shares all but its last few tokens with this one and the encoder's
+KV cache is reused up to there; the snippets come first because they change least. The trainer
+(`training.data`) builds its examples with `FimFormat.layout` too, so the layout lives in this one place.
 
-`Gemma4ChatFormat` wraps prefix and suffix in an instruction for the released instruction-tuned
-checkpoint, through the chat template its tokenizer ships.
+`Gemma4ChatFormat` wraps the snippets, prefix and suffix in an instruction for the released
+instruction-tuned checkpoint, through the chat template its tokenizer ships.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from tokenizers import Tokenizer
 
+from engine.api import Snippet
 from engine.line_tokens import LineMemoEncoder
 from engine.tokenizer import SpecialIds, language_token
 
@@ -30,7 +31,9 @@ class PromptFormat(Protocol):
     # Token ids the canvas may never hold (control tokens other than EOS).
     suppressed_ids: tuple[int, ...]
 
-    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]: ...
+    def prompt_ids(
+        self, prefix: str, suffix: str, language: str, max_tokens: int, context: tuple[Snippet, ...] = ()
+    ) -> list[int]: ...
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -65,16 +68,41 @@ class FimFormat:
     def clean(self, text: str) -> str:
         return text
 
-    def layout(self, prefix_ids: list[int], suffix_ids: list[int], language: str) -> list[int]:
-        """[lang] <fim_suffix> suffix <fim_prefix> prefix <fim_middle>: the one place it is defined."""
+    def context_ids(self, context: tuple[Snippet, ...], budget: int) -> list[int]:
+        """<file_sep> path, a line break and the code, for each snippet that fits in `budget` tokens, in
+        order (none with a tokenizer that has no file separator)."""
+        sep = self.special.file_sep
+        if sep is None:
+            return []
+        ids: list[int] = []
+        for snippet in context:
+            encoded = [sep, *self.encode(f"{snippet.path}\n{snippet.text}")]
+            if len(ids) + len(encoded) > budget:
+                break
+            ids += encoded
+        return ids
+
+    def layout(
+        self, prefix_ids: list[int], suffix_ids: list[int], language: str, context_ids: list[int] = ()
+    ) -> list[int]:
+        """[lang] (<file_sep> path code)* <fim_suffix> suffix <fim_prefix> prefix <fim_middle>: the one place
+        it is defined."""
         lang = self.tokenizer.token_to_id(language_token(language))
         s = self.special
-        return [lang, s.fim_suffix, *suffix_ids, s.fim_prefix, *prefix_ids, s.fim_middle]
+        return [lang, *context_ids, s.fim_suffix, *suffix_ids, s.fim_prefix, *prefix_ids, s.fim_middle]
 
-    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]:
+    def prompt_ids(
+        self, prefix: str, suffix: str, language: str, max_tokens: int, context: tuple[Snippet, ...] = ()
+    ) -> list[int]:
+        budget = max_tokens - 4
+        context_ids = self.context_ids(context, budget // CONTEXT_SHARE)
         prefix_ids, suffix_ids = self.encode(prefix), self.encode(suffix)
-        prefix_ids, suffix_ids = fit_windows(prefix_ids, suffix_ids, max_tokens - 4)
-        return self.layout(prefix_ids, suffix_ids, language)
+        prefix_ids, suffix_ids = fit_windows(prefix_ids, suffix_ids, budget - len(context_ids))
+        return self.layout(prefix_ids, suffix_ids, language, context_ids)
+
+
+# The other files' snippets take at most 1/CONTEXT_SHARE of a prompt: the file's own windows come first.
+CONTEXT_SHARE = 2
 
 
 def fit_windows(prefix_ids: list[int], suffix_ids: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -92,6 +120,8 @@ INSTRUCTION = (
     "Reply with exactly the code that belongs at the gap: no explanation, no code fences, "
     "and nothing that already comes before or after the gap.\n\n{prefix}{mark}{suffix}"
 )
+CONTEXT_INSTRUCTION = "Code from other files of the same repository, for reference:\n\n{snippets}\n\n"
+SNIPPET = "--- {path} ---\n{text}"
 _FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -129,9 +159,22 @@ class Gemma4ChatFormat:
     def clean(self, text: str) -> str:
         return strip_fences(text)
 
-    def prompt_ids(self, prefix: str, suffix: str, language: str, max_tokens: int) -> list[int]:
-        prefix_ids, suffix_ids = fit_windows(self.encode(prefix), self.encode(suffix), max_tokens - 96)
-        content = INSTRUCTION.format(
+    def prompt_ids(
+        self, prefix: str, suffix: str, language: str, max_tokens: int, context: tuple[Snippet, ...] = ()
+    ) -> list[int]:
+        budget = max_tokens - 96
+        kept, used = [], 0
+        for snippet in context:  # as many as fit in their share, in order
+            block = SNIPPET.format(path=snippet.path, text=snippet.text)
+            cost = len(self.encode(block)) + 2
+            if used + cost > budget // CONTEXT_SHARE:
+                break
+            kept.append(block)
+            used += cost
+        context_text = CONTEXT_INSTRUCTION.format(snippets="\n\n".join(kept)) if kept else ""
+        room = budget - (len(self.encode(context_text)) if kept else 0)
+        prefix_ids, suffix_ids = fit_windows(self.encode(prefix), self.encode(suffix), room)
+        content = context_text + INSTRUCTION.format(
             language=language or "source",
             mark=CURSOR_MARK,
             prefix=self.decode(prefix_ids),

@@ -17,6 +17,10 @@ FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE = "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_
 # DiffusionGemma's config names image tokens; they get dedicated ids instead of ordinary BPE ids.
 IMAGE, BOI, EOI = "<|image|>", "<|boi|>", "<|eoi|>"
 EDIT = "<|edit|>"
+# Opens each snippet of another file of the repository in the prompt (`FimFormat.layout`). It takes the
+# slot of the first reserved token, so tokenizers made before it keep their ids; theirs has no such
+# token by name, and their prompts carry no repository context.
+FILE_SEP = "<|file_sep|>"
 
 # Languages the prompt names with one token; anything else uses <|lang:other|>.
 LANGUAGES = (
@@ -42,7 +46,8 @@ def language_token(language: str) -> str:
 def special_tokens() -> list[str]:
     named = [PAD, EOS, BOS, UNK, FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE, IMAGE, BOI, EOI, EDIT]
     named += [language_token(lang) for lang in LANGUAGES]
-    reserved = [f"<|reserved_{i}|>" for i in range(N_SPECIAL - len(named))]
+    named.append(FILE_SEP)  # was <|reserved_0|>: the reserved ones keep their names and ids
+    reserved = [f"<|reserved_{i}|>" for i in range(1, N_SPECIAL - len(named) + 1)]
     return named + reserved
 
 
@@ -55,6 +60,7 @@ class SpecialIds:
     fim_suffix: int
     fim_middle: int
     all: tuple[int, ...]
+    file_sep: int | None = None  # None: a tokenizer made before it (no repository context)
 
     @classmethod
     def of(cls, tokenizer: Tokenizer) -> SpecialIds:
@@ -73,6 +79,7 @@ class SpecialIds:
             fim_suffix=require(FIM_SUFFIX),
             fim_middle=require(FIM_MIDDLE),
             all=tuple(i for i in present if i is not None),
+            file_sep=tokenizer.token_to_id(FILE_SEP),
         )
 
 
