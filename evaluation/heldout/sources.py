@@ -114,7 +114,8 @@ def fetch(source: HeldoutSource, cache: Path, offline: bool = False) -> Path | N
         return hit
     if source.registry == "pypi":
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet"]
-        cmd += ["-d", str(folder), f"{source.name}=={source.version}"]
+        # pip runs in `folder`, so a relative `-d` would nest the cache inside itself.
+        cmd += ["-d", str(folder.resolve()), f"{source.name}=={source.version}"]
     elif source.registry == "npm":
         cmd = ["npm", "pack", "--silent", f"{source.name}@{source.version}"]
     else:
