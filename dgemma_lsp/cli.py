@@ -120,6 +120,15 @@ def serve(args: argparse.Namespace) -> int:
     server = create_server(model_override=args.model, window=heap.window if heap else None)
     server.model.preload()  # torch and transformers import while the client starts up
     if args.tcp:
+        from dgemma_lsp.lsp.tcp_token import TOKEN_ENV, serving_token
+
+        server.tcp_token, written = serving_token(args.port)
+        where = f"written to {written}" if written else f"from {TOKEN_ENV}"
+        logging.getLogger(__name__).warning(
+            "serving on %s:%d; clients present initializationOptions.tcpToken (%s) to have their "
+            "workspace folders read",
+            args.host, args.port, where,
+        )  # fmt: skip
         server.start_tcp(args.host, args.port)
     else:
         server.start_io(FrameReader(sys.stdin.buffer))

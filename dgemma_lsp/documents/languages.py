@@ -170,6 +170,13 @@ class LanguageRegistry:
         """Canonical names of all known languages."""
         return [spec.name for spec in self._specs]
 
+    def extensions(self, languages: Iterable[str] = ()) -> frozenset[str]:
+        """File suffixes (lower case, with the dot) of the languages named by id or name; all if none."""
+        wanted = {self.spec(language) for language in languages}
+        return frozenset(
+            ext.lower() for spec in self._specs if not languages or spec in wanted for ext in spec.extensions
+        )
+
     def language_ids(self) -> list[str]:
         """Every languageId the registry answers to."""
         return sorted({i for spec in self._specs for i in spec.language_ids})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -29,6 +29,7 @@ from dgemma_lsp.documents.text_sync import (
 )
 from dgemma_lsp.inline.context import WindowAnchor
 from dgemma_lsp.inline.reuse import InlineMemory
+from dgemma_lsp.repository.retrieval import DocumentRetrieval
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Snapshot:
     anchor: WindowAnchor | None
     grammar: Language | None = None
     neighbours: tuple[str, ...] = ()  # texts of the other open documents of its language (for drafts)
+    repository: DocumentRetrieval | None = None  # the other files of its repository, when they are read
 
 
 class OpenDocument:
@@ -136,9 +138,15 @@ class Insertion:
 class Workspace:
     """The open documents by URI, in the position encoding the client negotiated."""
 
-    def __init__(self, registry: LanguageRegistry, encoding: PositionEncoding | str) -> None:
+    def __init__(
+        self,
+        registry: LanguageRegistry,
+        encoding: PositionEncoding | str,
+        repository: Callable[[str], DocumentRetrieval | None] = lambda uri: None,
+    ) -> None:
         self.registry = registry
         self.encoding = PositionEncoding.parse(encoding)
+        self.repository = repository  # a document's retrieval from the workspace index, when it is on
         self._open: dict[str, OpenDocument] = {}
         # One thread parses every document in turn (its thread starts with the first parse).
         self.parser_thread = ThreadPoolExecutor(1, thread_name_prefix="dgemma-parse")
@@ -180,7 +188,8 @@ class Workspace:
             raise UnknownDocument(uri) from None
 
     def snapshot(self, uri: str) -> Snapshot:
-        """The document's snapshot, with the other open documents of its language as neighbours."""
+        """The document's snapshot, with the other open documents of its language as neighbours and its
+        retrieval from the rest of the repository."""
         opened = self.get(uri)
         language = opened.document.language_id
         neighbours = tuple(
@@ -188,7 +197,7 @@ class Workspace:
             for other in reversed(self._open.values())
             if other is not opened and other.document.language_id == language
         )[:MAX_NEIGHBOURS]
-        return replace(opened.snapshot(), neighbours=neighbours)
+        return replace(opened.snapshot(), neighbours=neighbours, repository=self.repository(uri))
 
     async def parsed(self, uri: str, version: int) -> bool:
         """Wait for `uri`'s tree to catch up with its text; is `version` still the current one then

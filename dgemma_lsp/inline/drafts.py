@@ -1,7 +1,7 @@
 """Drafts: guesses of the completion from the code around the cursor, for the engine to revise.
 
-- lookup: what followed the longest match of the text before the cursor, in this document and in
-  the other open documents of its language (never a file the client did not open);
+- lookup: what followed the longest match of the text before the cursor, in this document, then in
+  the other open documents of its language, then in the files the repository's retrieval chose;
 - structure: the previous statement of the same kind in the same block (tree-sitter), as a template.
 Each is cut to the planner's scope and stops where it would repeat the code after the cursor; one that
 would write the line above again is no draft.

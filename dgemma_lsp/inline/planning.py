@@ -13,6 +13,7 @@ from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext, build_context
 from dgemma_lsp.inline.drafts import make_drafts
 from dgemma_lsp.inline.postprocess import Shape
+from dgemma_lsp.repository.retrieval import NOTHING, Related
 from dgemma_lsp.runtime.options import Options, completion_budget_ms
 from engine import Engine, InfillRequest
 
@@ -52,11 +53,10 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
     )
     completion = options.completion
     multi_line = context.mode != "single_line"
-    drafts = (
-        make_drafts(context, snapshot.document.text, snapshot.tree, snapshot.neighbours)
-        if completion.drafts
-        else ()
-    )
+    related = related_code(snapshot, cursor, options, engine)
+    haystacks = snapshot.neighbours + related.lookup_texts  # open documents first, then the repository's
+    text, tree = snapshot.document.text, snapshot.tree
+    drafts = make_drafts(context, text, tree, haystacks) if completion.drafts else ()
     budget = completion_budget_ms(completion, engine.info.device)
     min_line = gate(completion.min_line_confidence_percent, "min_line_confidence_percent", engine)
     min_mean = gate(completion.min_mean_confidence_percent, "min_mean_confidence_percent", engine)
@@ -80,6 +80,7 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         drafts=tuple(d.text for d in drafts),
         next_token_draft=completion.next_token_draft,
         next_token_confidence=completion.next_token_draft and min_next_token > 0,
+        context=related.snippets,
     )
     return Plan(
         context=context,
@@ -90,6 +91,22 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         min_next_token_line_confidence=completion.min_next_token_line_confidence_percent / 100,
         grammar=snapshot.grammar if completion.syntax_repair else None,
         draft_kinds=tuple(d.kind for d in drafts),
+    )
+
+
+def related_code(snapshot: Snapshot, cursor: int, options: Options, engine: Engine) -> Related:
+    """What the rest of the repository offers this completion (nothing when it is not read)."""
+    if snapshot.repository is None or snapshot.spec is None:
+        return NOTHING
+    document = snapshot.document
+    return snapshot.repository.related(
+        document.text,
+        document.lines.encoded,
+        cursor,
+        snapshot.spec.name,
+        snapshot.tree,
+        options.context.workspace_tokens,
+        engine.count_tokens,
     )
 
 

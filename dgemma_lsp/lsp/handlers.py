@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -28,22 +30,62 @@ REWRITE_TITLE = "Rewrite block with DiffusionGemma"
 
 
 def initialize(ls: DgemmaServer, params: types.InitializeParams) -> None:
-    ls.documents = Workspace(ls.registry, ls.workspace.position_encoding or "utf-16")
-    ls.apply_options(params.initialization_options)
+    ls.documents = Workspace(ls.registry, ls.workspace.position_encoding or "utf-16", ls.repository.retrieval)
+    raw = params.initialization_options
+    if ls.tcp_token is not None:
+        presented = raw.pop("tcpToken", None) if isinstance(raw, dict) else None
+        ls.repository.trusted = presented is not None and secrets.compare_digest(str(presented), ls.tcp_token)
+        if not ls.repository.trusted:
+            ls.log(
+                "no tcpToken from this client: its workspace folders are not read", types.MessageType.Warning
+            )
+    ls.apply_options(raw)
+    ls.repository.set_folders(folder_uris(params))
+
+
+def folder_uris(params: types.InitializeParams) -> list[str]:
+    """The workspace folders the client declares (rootUri and rootPath in older clients)."""
+    if params.workspace_folders:
+        return [folder.uri for folder in params.workspace_folders]
+    if params.root_uri:
+        return [params.root_uri]
+    return [Path(params.root_path).resolve().as_uri()] if params.root_path else []
 
 
 def initialized(ls: DgemmaServer, params: types.InitializedParams) -> None:
     ls.start_loading()
+    ls.start_index_reports()
+    ls.configure_repository()
+    ls.in_background(ls.watch_files())
 
 
 def did_change_configuration(ls: DgemmaServer, params: types.DidChangeConfigurationParams) -> None:
     ls.apply_options(params.settings)
     ls.start_loading()
+    ls.configure_repository()
+
+
+def did_change_workspace_folders(ls: DgemmaServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    event = params.event
+    ls.repository.add_folders([f.uri for f in event.added], [f.uri for f in event.removed])
+    ls.configure_repository()  # the first folder may start the index
+
+
+def did_change_watched_files(ls: DgemmaServer, params: types.DidChangeWatchedFilesParams) -> None:
+    for change in params.changes:
+        ls.repository.watched(change.uri, deleted=change.type == types.FileChangeType.Deleted)
 
 
 def did_open(ls: DgemmaServer, params: types.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
+    ls.repository.opened(doc.uri, doc.text)
+
+
+def did_save(ls: DgemmaServer, params: types.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    if uri in ls.documents:
+        ls.repository.saved(uri, ls.documents.get(uri).document.text)
 
 
 def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -79,6 +121,7 @@ async def _speculate(ls: DgemmaServer, opened: OpenDocument, cursor: int, engine
 def did_close(ls: DgemmaServer, params: types.DidCloseTextDocumentParams) -> None:
     with contextlib.suppress(UnknownDocument):  # closing twice is harmless
         ls.documents.close(params.text_document.uri)
+    ls.repository.closed(params.text_document.uri)
 
 
 async def inline_completion(
@@ -198,6 +241,7 @@ def stats(ls: DgemmaServer, params: object) -> dict:
 
 def shutdown(ls: DgemmaServer, params: None) -> None:
     ls.scheduler.stop()
+    ls.repository.stop()
 
 
 def _opened(ls: DgemmaServer, uri: str) -> OpenDocument:
@@ -226,6 +270,9 @@ def register(server: DgemmaServer) -> None:
         (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
         (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),
         (types.TEXT_DOCUMENT_DID_CLOSE, did_close, None),
+        (types.TEXT_DOCUMENT_DID_SAVE, did_save, None),
+        (types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS, did_change_workspace_folders, None),
+        (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, did_change_watched_files, None),
         # pygls advertises inline completion only when the feature is registered with options.
         (types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_completion, types.InlineCompletionOptions()),
         (types.TEXT_DOCUMENT_CODE_ACTION, code_action, rewrite_options),

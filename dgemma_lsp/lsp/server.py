@@ -25,6 +25,8 @@ from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
+from dgemma_lsp.repository.indexer import Progress
+from dgemma_lsp.repository.service import Repository
 from dgemma_lsp.rewrite.service import RewriteService
 from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.runtime.options import Options, parse_options
@@ -42,7 +44,11 @@ class DgemmaServer(LanguageServer):
         self.model_override = model_override  # --model on the command line wins over client options
         self.options = self._with_override(Options())
         self.registry = LanguageRegistry()
-        self.documents = Workspace(self.registry, "utf-16")  # replaced at initialize (encoding)
+        self.repository = Repository(self.registry)  # the workspace folders' files beyond the open ones
+        self.documents = Workspace(
+            self.registry, "utf-16", self.repository.retrieval
+        )  # re-made at initialize
+        self.tcp_token: str | None = None  # over TCP: the secret a client presents to have its folders read
         self.scheduler = Scheduler()
         self.model = ModelHost(self.scheduler, window=window)
         self.inline = InlineService(self.scheduler)
@@ -51,6 +57,8 @@ class DgemmaServer(LanguageServer):
         self.last_latency_ms: float | None = None
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
         self._load_task: asyncio.Task | None = None
+        self._index_events: asyncio.Queue[Progress] | None = None  # the indexer's progress, on the loop
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
 
     def _with_override(self, options: Options) -> Options:
@@ -99,6 +107,65 @@ class DgemmaServer(LanguageServer):
         error = None if task.cancelled() else task.exception()
         if isinstance(error, Exception):
             self.report_server_error(error, task.get_coro())  # named by its coroutine's function
+
+    # --- the repository
+
+    def configure_repository(self) -> None:
+        """Start, stop or rebuild the workspace index for the options in force; open documents' buffers
+        supersede their files in a new index."""
+        was = self.repository.index
+        self.repository.configure(self.options, self._index_progressed)
+        if self.repository.index is not None and self.repository.index is not was:
+            for opened in self.documents:
+                self.repository.opened(opened.document.uri, opened.document.text)
+
+    def _index_progressed(self, progress: Progress) -> None:
+        """From the indexer thread: hand the news to the event loop."""
+        if self._index_events is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._index_events.put_nowait, progress)
+
+    def start_index_reports(self) -> None:
+        """`$/progress` for each folder the indexer walks (begin, reports, end), one walk after another."""
+        self._loop = asyncio.get_running_loop()
+        self._index_events = asyncio.Queue()
+        self.in_background(self._report_indexing(self._index_events))
+
+    async def _report_indexing(self, events: asyncio.Queue[Progress]) -> None:
+        while True:
+            progress = await events.get()
+            started = time.monotonic()
+            token = await self._begin_progress(f"Indexing {progress.folder}")
+            while not progress.done:
+                progress = await events.get()
+                if token is not None and not progress.done:
+                    report = types.WorkDoneProgressReport(message=f"{progress.files} files")
+                    self.work_done_progress.report(token, report)
+            summary = f"{progress.files} files" + (" (capped)" if progress.capped else "")
+            if token is not None:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=summary))
+            self.log(f"indexed {progress.folder}: {summary} in {time.monotonic() - started:.1f}s")
+
+    async def watch_files(self) -> None:
+        """Ask the client to report changes to files of the completed languages, when it can."""
+        workspace = self.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace else None
+        if not self.repository.on or watched is None or not watched.dynamic_registration:
+            return
+        suffixes = ",".join(
+            sorted(ext[1:] for ext in self.registry.extensions(self.options.completion.languages))
+        )
+        watcher = types.FileSystemWatcher(glob_pattern=f"**/*.{{{suffixes}}}")
+        registration = types.Registration(
+            id=str(uuid.uuid4()),
+            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[watcher]),
+        )
+        try:
+            await self.client_register_capability_async(
+                types.RegistrationParams(registrations=[registration])
+            )
+        except Exception as err:  # a client may refuse; saves and opens still keep the index current
+            logger.info("no file watcher: %s", err)
 
     # --- the model
 

@@ -24,6 +24,14 @@ class ContextOptions:
     max_lines: dict[str, int] = field(
         default_factory=lambda: {"single_line": 1, "multi_line": 8, "block": 32}
     )
+    # The repository around the open documents (dgemma_lsp/repository): read for a local model, not for a
+    # remote one unless set (its snippets would leave the machine); True or False decides for both.
+    workspace: bool | None = None
+    workspace_tokens: int = 384  # of the prompt, for other files' snippets (0: lookup drafts only)
+    workspace_exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to each workspace folder
+    workspace_max_files: int = 10_000
+    workspace_max_bytes: int = 48 * 1024 * 1024  # of text held in memory
+    workspace_max_file_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         if self.prefix_tokens < 1 or self.suffix_tokens < 0:
@@ -179,6 +187,8 @@ def _merge(current: Any, raw: dict, path: str, problems: list[str]) -> Any:
 def _check(name: str, hint: Any, value: Any) -> Any:
     if hint == int | None:
         return _check(name, int, value)
+    if hint == bool | None:
+        return _check(name, bool, value)
     if hint is bool:
         return value if isinstance(value, bool) else None
     if hint is int:

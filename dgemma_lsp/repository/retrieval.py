@@ -1,0 +1,229 @@
+"""What a completion reads from the repository: the definitions of the names its file imports, then the
+windows of other files most like the code above the cursor, within a token budget; and the files the
+lookup draft searches after the open documents. The server, the benchmarks and the trainer use it alike.
+
+A document's retrieval remembers its last answer: the query is the identifiers of the lines above the
+cursor (not the word being typed), a window once chosen stays while it is still among the candidates,
+and the snippets change only when what was chosen does, so typing keeps the prompt's cache.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tree_sitter import Tree
+
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.repository.imports import Import, definitions, imports_of, resolve
+from dgemma_lsp.repository.index import WINDOW_LINES, IndexedFile, RepositoryIndex, terms
+from engine.api import Snippet
+
+QUERY_LINES = 20  # lines above the cursor that make the query
+CANDIDATES = 16  # windows considered; a chosen one stays while it is among them
+WINDOWS = 3  # windows in the prompt at most
+DEFINITIONS_SHARE = 0.6  # of the budget, at most, for imported definitions
+MODULE_NAMES = 8  # definitions shown of a module imported whole, when none of its names is used yet
+LOOKUP_FILES = 8
+LOOKUP_CHARS = 512 * 1024
+OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
+REQUERY_S = 1.0  # while the index grows, a query whose terms did not change runs again at most this often
+_TYPED_WORD = re.compile(r"\w+$")
+
+
+@dataclass(frozen=True)
+class Related:
+    """Snippets for the prompt, and texts for the lookup draft to search."""
+
+    snippets: tuple[Snippet, ...] = ()
+    lookup_texts: tuple[str, ...] = ()
+
+
+NOTHING = Related()
+
+
+def query_terms(text: str, cursor: int) -> frozenset[str]:
+    """The identifiers of the QUERY_LINES lines above the cursor and of its line, the word being typed
+    left out (it changes with every key and is half written)."""
+    start = cursor
+    for _ in range(QUERY_LINES + 1):
+        start = text.rfind("\n", 0, max(start - 1, 0))
+        if start < 0:
+            start = 0
+            break
+    return frozenset(terms(_TYPED_WORD.sub("", text[start:cursor])))
+
+
+class Definitions:
+    """What each indexed file defines, parsed once per version of the file (a bounded memo)."""
+
+    def __init__(self, registry: LanguageRegistry, capacity: int = 4096) -> None:
+        self.registry = registry
+        self.capacity = capacity
+        self._memo: OrderedDict[int, dict[str, str]] = OrderedDict()
+
+    def of(self, file: IndexedFile) -> dict[str, str]:
+        found = self._memo.get(file.id)
+        if found is None:
+            grammar = self.registry.grammar(file.language)
+            found = definitions(file.text, file.language, grammar) if grammar is not None else {}
+            self._memo[file.id] = found
+            if len(self._memo) > self.capacity:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(file.id)
+        return found
+
+
+@dataclass(frozen=True)
+class _Window:
+    file: IndexedFile
+    start_line: int
+
+    @property
+    def key(self) -> tuple[Path, int]:
+        return self.file.absolute, self.start_line
+
+
+class DocumentRetrieval:
+    """Retrieval for one document (`path` under workspace folder `root`; None for either when it has
+    no file), remembering what it chose."""
+
+    def __init__(
+        self,
+        index: RepositoryIndex,
+        definitions_: Definitions,
+        path: Path | None,
+        root: Path | None,
+        open_paths: Callable[[], frozenset[Path]] = frozenset,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.index = index
+        self.definitions = definitions_
+        self.path = path
+        self.root = root
+        self.open_paths = open_paths  # the files of open documents: favoured, and searched as such
+        self.clock = clock
+        self._terms: frozenset[str] | None = None
+        self._queried_at = 0.0
+        self._files_seen = -1
+        self._chosen: tuple[_Window, ...] = ()
+        self._imports: tuple[Import, ...] | None = None
+        self._definitions: tuple[Snippet, ...] = ()
+        self._import_files: tuple[IndexedFile, ...] = ()
+        self._rendered: tuple[tuple, Related] | None = None
+
+    def related(
+        self,
+        text: str,
+        source: bytes,
+        cursor: int,
+        language: str,
+        tree: Tree | None,
+        budget_tokens: int,
+        count_tokens: Callable[[str], int],
+    ) -> Related:
+        """Snippets within `budget_tokens` and lookup texts for a completion at `cursor` of `text`."""
+        open_paths = self.open_paths()
+        files, now = self.index.stats().files, self.clock()
+        grown = files != self._files_seen and now - self._queried_at >= REQUERY_S  # still indexing
+        if grown:
+            self._files_seen, self._queried_at = files, now
+        self._update_imports(text, source, language, tree, grown)
+        self._update_windows(query_terms(text, cursor), open_paths, grown)
+        key = (self._chosen, self._definitions, budget_tokens, open_paths)
+        if self._rendered is None or self._rendered[0] != key:
+            self._rendered = (key, self._render(budget_tokens, count_tokens, open_paths))
+        return self._rendered[1]
+
+    # --- the two sources
+
+    def _update_imports(
+        self, text: str, source: bytes, language: str, tree: Tree | None, grown: bool
+    ) -> None:
+        imports = tuple(imports_of(tree.root_node, source, language)) if tree is not None else ()
+        if imports == self._imports and not grown:
+            return
+        self._imports = imports
+        relative = self.path.relative_to(self.root).as_posix() if self.path and self.root else ""
+        importer = self.index.get(self.path) if self.path else None
+        wanted: dict[IndexedFile, list[str]] = {}  # each imported file, the names taken from it
+        for imported in imports:
+            for file in resolve(self.index, imported, importer, self.root, relative, language):
+                names = wanted.setdefault(file, [])
+                names += [n for n in self._names(file, imported, text) if n not in names]
+        snippets = [
+            Snippet(file.path, "\n\n".join(self.definitions.of(file)[name] for name in names))
+            for file, names in wanted.items()
+            if names
+        ]
+        self._definitions, self._import_files = tuple(snippets), tuple(wanted)
+
+    def _names(self, file: IndexedFile, imported: Import, text: str) -> list[str]:
+        """The names of `file` an import takes: those it names, else those the document uses of the
+        module (`alias.name`), else the first few the module defines."""
+        defined = self.definitions.of(file)
+        wanted = [name for name in imported.names if name in defined]
+        if not wanted and imported.alias:
+            used = re.findall(rf"\b{re.escape(imported.alias)}\.(\w+)", text)
+            wanted = [name for name in dict.fromkeys(used) if name in defined]
+        return wanted or list(defined)[:MODULE_NAMES]
+
+    def _update_windows(self, query: frozenset[str], open_paths: frozenset[Path], grown: bool) -> None:
+        if query == self._terms and not grown:
+            return
+        self._terms = query
+        boost = dict.fromkeys(open_paths, OPEN_BOOST)
+        hits = self.index.query(query, CANDIDATES, exclude=self.path, boost=boost)
+        candidates = [_Window(hit.file, hit.start_line) for hit in hits]
+        keys = {window.key for window in candidates}
+        if self._chosen and all(window.key in keys for window in self._chosen):
+            return  # what was chosen is still good: the prompt stays as it is
+        self._chosen = _pick(candidates)
+
+    # --- the answer
+
+    def _render(
+        self, budget: int, count_tokens: Callable[[str], int], open_paths: frozenset[Path]
+    ) -> Related:
+        snippets: list[Snippet] = []
+        used = 0
+        for snippet in self._definitions:
+            cost = count_tokens(f"{snippet.path}\n{snippet.text}") + 1
+            if used + cost > budget * DEFINITIONS_SHARE:
+                break
+            snippets.append(snippet)
+            used += cost
+        for window in self._chosen:
+            shown = window.file.lines(window.start_line, WINDOW_LINES).strip("\n")
+            cost = count_tokens(f"{window.file.path}\n{shown}") + 1
+            if used + cost > budget:
+                break
+            snippets.append(Snippet(window.file.path, shown))
+            used += cost
+        lookup, size = [], 0
+        for file in dict.fromkeys([*(w.file for w in self._chosen), *self._import_files]):
+            if file.absolute in open_paths:
+                continue  # an open document is searched as one already
+            if len(lookup) >= LOOKUP_FILES or size + len(file.text) > LOOKUP_CHARS:
+                break
+            lookup.append(file.text)
+            size += len(file.text)
+        return Related(tuple(snippets), tuple(lookup))
+
+
+def _pick(candidates: list[_Window]) -> tuple[_Window, ...]:
+    """The best WINDOWS windows that do not overlap, at most two from one file."""
+    chosen: list[_Window] = []
+    for window in candidates:
+        same_file = [c for c in chosen if c.file.id == window.file.id]
+        overlaps = any(abs(c.start_line - window.start_line) < WINDOW_LINES for c in same_file)
+        if len(same_file) < 2 and not overlaps:
+            chosen.append(window)
+        if len(chosen) == WINDOWS:
+            break
+    return tuple(chosen)

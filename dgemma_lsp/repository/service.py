@@ -1,0 +1,151 @@
+"""The server's repository: the workspace folders the client declared, their index (built and kept
+current by the indexer thread) and the retrieval of each open document.
+
+It reads anything only when it is on: `context.workspace` (unset: on for a local model, off for a
+remote one, whose prompts would carry the snippets off the machine) and a trusted client (over TCP,
+only one that presented the server's secret).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.repository.files import FileRules
+from dgemma_lsp.repository.index import RepositoryIndex
+from dgemma_lsp.repository.indexer import Indexer, Progress
+from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
+from dgemma_lsp.runtime.options import Options
+
+logger = logging.getLogger(__name__)
+
+
+def path_of(uri: str) -> Path | None:
+    """The local file a `file:` URI names (None for any other scheme)."""
+    parsed = urlparse(uri)
+    return Path(unquote(parsed.path)).resolve() if parsed.scheme == "file" else None
+
+
+def reads_workspace(options: Options) -> bool:
+    """Whether the options let the server read the repository for the model they choose."""
+    if options.context.workspace is not None:
+        return options.context.workspace
+    return not options.model.startswith(("http://", "https://"))
+
+
+def rules_of(options: Options, registry: LanguageRegistry) -> FileRules:
+    context = options.context
+    return FileRules(
+        extensions=registry.extensions(options.completion.languages),
+        max_file_bytes=context.workspace_max_file_bytes,
+        exclude=context.workspace_exclude,
+    )
+
+
+class Repository:
+    """Workspace folders -> index -> per-document retrieval; nothing is read until `start`."""
+
+    def __init__(self, registry: LanguageRegistry) -> None:
+        self.registry = registry
+        self.folders: list[Path] = []
+        self.trusted = True  # False: a TCP client that did not present the secret
+        self.index: RepositoryIndex | None = None
+        self.indexer: Indexer | None = None
+        self.definitions = Definitions(registry)
+        self._settings: tuple | None = None  # what the index was built with
+        self._open: dict[str, Path] = {}
+        self._retrievals: dict[str, DocumentRetrieval] = {}
+
+    @property
+    def on(self) -> bool:
+        return self.indexer is not None
+
+    def set_folders(self, uris: list[str]) -> None:
+        self.folders = [p for p in (path_of(uri) for uri in uris) if p is not None and p.is_dir()]
+
+    def configure(self, options: Options, on_progress: Callable[[Progress], None]) -> None:
+        """Start, stop or rebuild the index for these options (a change of caps or rules rebuilds it)."""
+        wanted = self.trusted and bool(self.folders) and reads_workspace(options)
+        context = options.context
+        settings = (
+            rules_of(options, self.registry),
+            context.workspace_max_files,
+            context.workspace_max_bytes,
+        )
+        if wanted and self.indexer is not None and settings == self._settings:
+            return
+        self.stop()
+        if not wanted:
+            return
+        self._settings = settings
+        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2])
+        self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
+        for folder in self.folders:
+            self.indexer.add_folder(folder)
+
+    def stop(self) -> None:
+        if self.indexer is not None:
+            self.indexer.close()
+        self.indexer, self.index, self._settings = None, None, None
+        self._retrievals.clear()
+
+    def add_folders(self, added: list[str], removed: list[str]) -> None:
+        for path in (path_of(uri) for uri in removed):
+            if path is not None and path in self.folders:
+                self.folders.remove(path)
+                if self.indexer is not None:
+                    self.indexer.remove_folder(path)
+        for path in (path_of(uri) for uri in added):
+            if path is not None and path.is_dir() and path not in self.folders:
+                self.folders.append(path)
+                if self.indexer is not None:
+                    self.indexer.add_folder(path)
+
+    # --- documents
+
+    def retrieval(self, uri: str) -> DocumentRetrieval | None:
+        """The retrieval of an open document, while the index is on."""
+        if self.index is None or self.indexer is None:
+            return None
+        found = self._retrievals.get(uri)
+        if found is None:
+            path = self._open.get(uri) or path_of(uri)
+            root = self.indexer.root_of(path) if path is not None else None
+            found = DocumentRetrieval(self.index, self.definitions, path, root, self.open_paths)
+            self._retrievals[uri] = found
+        return found
+
+    def open_paths(self) -> frozenset[Path]:
+        return frozenset(self._open.values())
+
+    def opened(self, uri: str, text: str) -> None:
+        path = path_of(uri)
+        if path is None:
+            return
+        self._open[uri] = path
+        if self.indexer is not None:
+            self.indexer.buffer(path, text)
+
+    def saved(self, uri: str, text: str) -> None:
+        path = self._open.get(uri)
+        if path is not None and self.indexer is not None:
+            self.indexer.buffer(path, text)
+
+    def closed(self, uri: str) -> None:
+        path = self._open.pop(uri, None)
+        self._retrievals.pop(uri, None)
+        if path is not None and self.indexer is not None:
+            self.indexer.closed(path)
+
+    def watched(self, uri: str, deleted: bool) -> None:
+        """A file changed on disk (`workspace/didChangeWatchedFiles`)."""
+        path = path_of(uri)
+        if path is None or self.indexer is None:
+            return
+        if deleted:
+            self.indexer.deleted(path)
+        else:
+            self.indexer.changed(path)
