@@ -193,3 +193,44 @@ def test_copy_baseline_is_scored_by_kind():
     assert scores["block"].exact_match == 0.0 and scores["block"].proposed == 0.0
     assert scores["all"].n == 3
     assert 0.0 < scores["all"].edit_similarity < 1.0
+
+
+# ---- the copy baseline with the repository: other files searched after the file's own text ----------
+
+
+def test_the_copy_heuristic_finds_a_repeat_only_in_another_file():
+    prefix = "def main():\n    rows = load_rows("
+    other = "def helper(path):\n    rows = load_rows(path, strict=True)\n    return rows\n"
+    assert copy_completion(prefix, ")\n", "expression") == ""
+    assert copy_completion(prefix, ")\n", "expression", [other]) == "path, strict=True"
+    assert copy_completion(prefix, "\n", "rest_of_line", ["unrelated = 1\n", other]) == "path, strict=True)"
+
+
+def test_the_longest_match_wins_and_the_files_own_on_a_tie():
+    prefix = "x = compute(a)\nresult = compute("
+    assert copy_completion(prefix, "\n", "rest_of_line", ["y = compute(b)\n"]) == "a)"  # same key: own
+    longer = "result = compute(b, c)\n"
+    assert copy_completion(prefix, "\n", "rest_of_line", [longer]) == "b, c)"  # longer key: the other file
+
+
+def test_block_and_line_proposals_come_from_another_file():
+    other = (
+        "    def close(self):\n        self.flush()\n        self.closed = True\n\n"
+        "    total = compute(x)\n    check(total)\n"
+    )
+    assert copy_completion("class A:\n    def close(self):", "\n", "block", [other]) == (
+        "\n        self.flush()\n        self.closed = True"
+    )
+    assert copy_completion("def f():\n    total = compute(x)\n    ", "\n", "line", [other]) == "check(total)"
+    assert copy_completion("def f():\n    total = compute(x)\n    ", "\n", "line") == ""
+
+
+def test_the_baseline_is_scored_with_each_rows_own_other_files():
+    items = [
+        Item("a", "python", "rows = load_rows(", "\n", "path)", True, kind="rest_of_line"),
+        Item("b", "python", "rows = load_rows(", "\n", "path)", True, kind="rest_of_line"),
+    ]
+    others = {"a": ["x = load_rows(path)\n"], "b": ["nothing here\n"]}
+    alone = {s.kind: s for s in score_copy_baseline(items)}
+    with_repo = {s.kind: s for s in score_copy_baseline(items, others=lambda item: others[item.id])}
+    assert alone["all"].exact_match == 0.0 and with_repo["all"].exact_match == 0.5
