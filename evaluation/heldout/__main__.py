@@ -1,4 +1,6 @@
-"""`python -m evaluation.heldout build|baseline`: rebuild the held-out set, or score the copy baseline."""
+"""`python -m evaluation.heldout build|baseline|workspaces`: rebuild the held-out set, score the copy
+baseline (from the file alone, and with the package's other files), or unpack every source whole as a
+workspace."""
 
 from __future__ import annotations
 
@@ -6,31 +8,42 @@ import argparse
 import logging
 import shlex
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from evaluation.baselines import KindScore, score_copy_baseline
-from evaluation.benchmarks import load_items
+from evaluation.benchmarks import Item, load_items
 from evaluation.heldout.decontaminate import DEFAULT_CORPUS
 from evaluation.heldout.records import DATA_DIR, OUTPUTS
+from evaluation.heldout.workspaces import DEFAULT_WORKSPACES, build_workspaces, other_files
 
 
-def baseline_scores() -> dict[str, list[KindScore]]:
-    """The copy baseline on every held-out file, per kind."""
-    return {name: score_copy_baseline(load_items("heldout", language=name)) for name in OUTPUTS}
+def baseline_scores(
+    names: Iterable[str] = OUTPUTS, others: Callable[[Item], Sequence[str]] | None = None
+) -> dict[str, list[KindScore]]:
+    """The copy baseline on held-out files, per kind; with `others`, searching each row's other files too."""
+    return {name: score_copy_baseline(load_items("heldout", language=name), others=others) for name in names}
 
 
-def format_baseline(scores: dict[str, list[KindScore]]) -> str:
+def format_baseline(
+    scores: dict[str, list[KindScore]], repository: dict[str, list[KindScore]] | None = None
+) -> str:
+    """The baseline's table by file and kind; with `repository`, its figures with the repository beside."""
+    head = f"{'file':<20} {'kind':<13} {'n':>5} {'exact':>7} {'edit sim':>8} {'proposed':>8}"
     lines = [
         "copy baseline on the held-out set (exact match and edit similarity, whitespace-normalised)",
-        f"{'file':<20} {'kind':<13} {'n':>5} {'exact':>7} {'edit sim':>8} {'proposed':>8}",
+        head + (" | with the repository: exact, edit sim, proposed" if repository else ""),
     ]
     for name, rows in scores.items():
-        for s in rows:
-            lines.append(
-                f"{name:<20} {s.kind:<13} {s.n:>5} {s.exact_match:>7.1%} {s.edit_similarity:>8.3f} "
-                f"{s.proposed:>8.1%}"
-            )
+        for i, s in enumerate(rows):
+            line = f"{name:<20} {s.kind:<13} {s.n:>5} {_figures(s)}"
+            lines.append(line + (f" | {_figures(repository[name][i])}" if repository else ""))
     return "\n".join(lines)
+
+
+def _figures(s: KindScore) -> str:
+    """Exact match, edit similarity and share proposed, as table cells."""
+    return f"{s.exact_match:>7.1%} {s.edit_similarity:>8.3f} {s.proposed:>8.1%}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"training corpus shards (a .jsonl or a folder of them; repeatable; default {DEFAULT_CORPUS})",
     )
     b.add_argument("--offline", action="store_true", help="use the cache only, download nothing")
-    sub.add_parser("baseline", help="score the copy heuristic on the committed set, by kind")
+    base = sub.add_parser("baseline", help="score the copy heuristic on the committed set, by kind")
+    base.add_argument(
+        "--workspaces", type=Path, help="also score it searching each row's other package files, from here"
+    )
+    w = sub.add_parser("workspaces", help="unpack every source whole, one folder each, with MANIFEST.json")
+    w.add_argument("--cache", type=Path, default=Path("data/heldout-cache"), help="downloaded packages")
+    w.add_argument("--out", type=Path, default=DEFAULT_WORKSPACES, help="where the workspaces go")
+    w.add_argument("--offline", action="store_true", help="use the cache only, download nothing")
     return parser
 
 
@@ -54,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.command == "baseline":
-        print(format_baseline(baseline_scores()))
+        alone = baseline_scores(OUTPUTS)
+        repository = baseline_scores(OUTPUTS, other_files(args.workspaces)) if args.workspaces else None
+        print(format_baseline(alone, repository))
+        return 0
+    if args.command == "workspaces":
+        build_workspaces(args.cache, args.out, args.offline)
         return 0
     from evaluation.heldout.build import build
     from evaluation.heldout.manifest import render

@@ -81,6 +81,11 @@ LUA_SOURCES: tuple[HeldoutSource, ...] = (
 
 SOURCES: tuple[HeldoutSource, ...] = PYTHON_SOURCES + TYPESCRIPT_SOURCES + LUA_SOURCES
 
+# Cut into the cross-file subset only (with the report sources above), never into the files above.
+CROSSFILE_SOURCES: tuple[HeldoutSource, ...] = ()
+
+ALL_SOURCES: tuple[HeldoutSource, ...] = SOURCES + CROSSFILE_SOURCES
+
 
 def _run(cmd: list[str], cwd: Path) -> bool:
     try:
