@@ -17,7 +17,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Literal
 
-from evaluation.heldout.records import read_records
+from evaluation.heldout.records import ALL_OUTPUTS, read_records
 
 BENCHMARKS_ENV = "DGEMMA_BENCHMARKS"
 # Beside the checkout, as the project keeps them (`../shared/benchmarks` from the repository root).
@@ -160,12 +160,14 @@ def cody(root: Path, language: str = "") -> Iterator[Item]:
 
 
 HELDOUT_ALIASES = {"py": "python", "ts": "typescript"}
-HELDOUT_LANGUAGES = ("python", "python-calibration", "typescript", "lua")
+# python, python-calibration, typescript, lua, and the cross-file subsets (python-crossfile, ...).
+HELDOUT_LANGUAGES = tuple(ALL_OUTPUTS)
 
 
 def heldout(root: Path, language: str = "python") -> Iterator[Item]:
     """The in-repository held-out set (evaluation/heldout); language python, python-calibration,
-    typescript or lua. `root` is unused: the data ships with the code."""
+    typescript, lua, or a cross-file subset (python-crossfile, ...). `root` is unused: the data ships
+    with the code."""
     for record in read_records(HELDOUT_ALIASES.get(language, language)):
         yield Item(
             id=record.id,
@@ -207,7 +209,8 @@ BENCHMARKS: dict[str, Benchmark] = {
             "whitespace",
             heldout,
             "held-out editor positions from packages no training list names (python, python-calibration, "
-            "typescript, lua), by kind",
+            "typescript, lua; the cross-file subsets python-crossfile, typescript-crossfile, lua-crossfile), "
+            "by kind",
             in_repo=True,
         ),
     )

@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--language",
         default="py",
         choices=sorted({*SANTACODER_LANGUAGES, *HELDOUT_LANGUAGES}),
-        help="santacoder-fim: py, js or java; heldout: python, python-calibration, typescript or lua",
+        help="santacoder-fim: py, js or java; heldout: python, python-calibration, typescript, lua, "
+        "or a cross-file subset: python-crossfile, typescript-crossfile, lua-crossfile",
     )
     parser.add_argument("--benchmarks", metavar="DIR", help=f"benchmark data folder (or ${BENCHMARKS_ENV})")
     parser.add_argument("--no-execute", action="store_true", help="skip running tests (no pass@1)")

@@ -1,6 +1,6 @@
-"""`python -m evaluation.heldout build|baseline|workspaces`: rebuild the held-out set, score the copy
-baseline (from the file alone, and with the package's other files), or unpack every source whole as a
-workspace."""
+"""`python -m evaluation.heldout build|baseline|workspaces|crossfile`: rebuild the held-out set, score the
+copy baseline (from the file alone, and with the package's other files), unpack every source whole as a
+workspace, or build the cross-file subset."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from evaluation.baselines import KindScore, score_copy_baseline
 from evaluation.benchmarks import Item, load_items
 from evaluation.heldout.decontaminate import DEFAULT_CORPUS
-from evaluation.heldout.records import DATA_DIR, OUTPUTS
+from evaluation.heldout.records import ALL_OUTPUTS, CROSSFILE_OUTPUTS, DATA_DIR, OUTPUTS
 from evaluation.heldout.workspaces import DEFAULT_WORKSPACES, build_workspaces, other_files
 
 
@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--cache", type=Path, default=Path("data/heldout-cache"), help="downloaded packages")
     w.add_argument("--out", type=Path, default=DEFAULT_WORKSPACES, help="where the workspaces go")
     w.add_argument("--offline", action="store_true", help="use the cache only, download nothing")
+    x = sub.add_parser("crossfile", help="cut the cross-file subset, and document it in SOURCES.md")
+    x.add_argument("--cache", type=Path, default=Path("data/heldout-cache"), help="downloaded packages")
+    x.add_argument(
+        "--corpus", type=Path, action="append", help=f"training corpus shards (default {DEFAULT_CORPUS})"
+    )
+    x.add_argument("--workspaces", type=Path, default=DEFAULT_WORKSPACES, help="the sources unpacked whole")
+    x.add_argument("--offline", action="store_true", help="use the cache only, download nothing")
     return parser
 
 
@@ -74,19 +81,45 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.command == "baseline":
-        alone = baseline_scores(OUTPUTS)
-        repository = baseline_scores(OUTPUTS, other_files(args.workspaces)) if args.workspaces else None
+        alone = baseline_scores(ALL_OUTPUTS)
+        repository = baseline_scores(ALL_OUTPUTS, other_files(args.workspaces)) if args.workspaces else None
         print(format_baseline(alone, repository))
         return 0
     if args.command == "workspaces":
         build_workspaces(args.cache, args.out, args.offline)
         return 0
+    if args.command == "crossfile":
+        return crossfile(args, argv)
     from evaluation.heldout.build import build
-    from evaluation.heldout.manifest import render
+    from evaluation.heldout.manifest import crossfile_section, render, with_section
 
     result = build(args.cache, args.corpus or [DEFAULT_CORPUS], DATA_DIR, args.offline)
     command = shlex.join(["python", "-m", "evaluation.heldout", *argv])
-    (DATA_DIR / "SOURCES.md").write_text(render(result, command, baseline_scores()))
+    sources_md = DATA_DIR / "SOURCES.md"
+    kept = crossfile_section(sources_md.read_text()) if sources_md.is_file() else ""
+    text = render(result, command, baseline_scores())
+    sources_md.write_text(with_section(text, kept) if kept else text)
+    return 0
+
+
+def crossfile(args: argparse.Namespace, argv: list[str]) -> int:
+    """Build the cross-file subset and rewrite its section of SOURCES.md (the rest stays as it is)."""
+    from evaluation.heldout.crossfile import build_crossfile
+    from evaluation.heldout.manifest import render_crossfile, with_section
+
+    result = build_crossfile(
+        args.cache, args.corpus or [DEFAULT_CORPUS], args.workspaces, DATA_DIR, args.offline
+    )
+    alone = baseline_scores(CROSSFILE_OUTPUTS)
+    repository = baseline_scores(CROSSFILE_OUTPUTS, other_files(args.workspaces))
+    workspaces = ["python", "-m", "evaluation.heldout", "workspaces"]
+    if args.workspaces != DEFAULT_WORKSPACES:
+        workspaces += ["--out", str(args.workspaces)]
+    commands = [shlex.join(workspaces), shlex.join(["python", "-m", "evaluation.heldout", *argv])]
+    sources_md = DATA_DIR / "SOURCES.md"
+    sources_md.write_text(
+        with_section(sources_md.read_text(), render_crossfile(result, commands, alone, repository))
+    )
     return 0
 
 

@@ -379,7 +379,7 @@ def positions(
     """The file's cut positions: prefix + middle + suffix is the file's text every time."""
     syntax = FileSyntax(text, language, path)
     cuts = choose_cuts(candidate_cuts(syntax), rng, tally)
-    return [_position(syntax, cut) for cut in cuts]
+    return [position_of(syntax, cut) for cut in cuts]
 
 
 def line_positions(
@@ -390,10 +390,11 @@ def line_positions(
     syntax = FileSyntax(text, language, path)
     pool = [cut for cut in line_cuts(syntax) if cut.start not in taken]
     chosen = sorted(rng.sample(pool, min(LINES_PER_FILE, len(pool))), key=lambda c: c.start)
-    return [_position(syntax, cut) for cut in chosen]
+    return [position_of(syntax, cut) for cut in chosen]
 
 
-def _position(syntax: FileSyntax, cut: Cut) -> Position:
+def position_of(syntax: FileSyntax, cut: Cut) -> Position:
+    """The cut as the editor sees it: the text before, the middle, the text after."""
     return Position(
         cut.kind,
         syntax.text(0, cut.start),

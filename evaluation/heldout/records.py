@@ -16,6 +16,14 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     "typescript": ("typescript", "report"),
     "lua": ("lua", "report"),
 }
+# The cross-file subset (evaluation/heldout/crossfile.py): positions whose middle uses a name another file
+# of the package defines. Built by `python -m evaluation.heldout crossfile`, not by `build`.
+CROSSFILE_OUTPUTS: dict[str, tuple[str, str]] = {
+    "python-crossfile": ("python", "report"),
+    "typescript-crossfile": ("typescript", "report"),
+    "lua-crossfile": ("lua", "report"),
+}
+ALL_OUTPUTS: dict[str, tuple[str, str]] = OUTPUTS | CROSSFILE_OUTPUTS
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,8 @@ def output_name(language: str, split: str) -> str:
 
 
 def jsonl_path(name: str, folder: Path = DATA_DIR) -> Path:
-    if name not in OUTPUTS:
-        raise ValueError(f"no held-out file {name!r}: choose from {', '.join(OUTPUTS)}")
+    if name not in ALL_OUTPUTS:
+        raise ValueError(f"no held-out file {name!r}: choose from {', '.join(ALL_OUTPUTS)}")
     return folder / f"{name}.jsonl"
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from evaluation.benchmarks import Item
-from evaluation.heldout.records import OUTPUTS, read_records
+from evaluation.heldout.records import ALL_OUTPUTS, read_records
 from evaluation.heldout.sources import ALL_SOURCES, HeldoutSource, fetch
 from training.corpus.filters import decode_source
 from training.corpus.languages import language_of
@@ -167,7 +167,7 @@ def code_files(folder: Path) -> dict[str, str]:
 @functools.cache
 def _locations() -> dict[str, tuple[str, str]]:
     """Every held-out row's id -> (source id, path inside the package)."""
-    return {r.id: (r.source, r.path) for name in OUTPUTS for r in read_records(name)}
+    return {r.id: (r.source, r.path) for name in ALL_OUTPUTS for r in read_records(name)}
 
 
 def row_workspace(item_id: str, root: Path = DEFAULT_WORKSPACES) -> tuple[Path, str]:
