@@ -9,7 +9,7 @@ OVERRIDABLE = {
     "ar_weight", "canvas_weight", "canvas_from_tokens", "canvas_ramp_tokens", "draft_share", "lr",
     "self_conditioning_rate", "self_conditioning_scaled", "eos_tail_weight", "accumulate", "batch_size",
     "noise_power", "added_lr_scale", "added_gate_lr_scale", "language_weights",
-    "distill_share",
+    "distill_share", "context_share",
 }  # fmt: skip
 
 
@@ -61,6 +61,9 @@ class TrainConfig:
     # How often each language's documents are drawn (`python=0.5,lua=0.2,...`); empty: by file, the
     # corpus's own mix. Every training language needs a weight.
     language_weights: dict[str, float] = field(default_factory=dict)
+    # Share of examples whose prompt carries the other files of their package, retrieved as the server's
+    # workspace index retrieves them (`training/repository.py`): the model learns to read that context.
+    context_share: float = 0.0
 
     def with_overrides(self, overrides: dict[str, str]) -> TrainConfig:
         """This config with objective fields changed (`--set`); the model's shape cannot change."""

@@ -8,11 +8,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations
 from engine.prompts import FimFormat
 
+if TYPE_CHECKING:
+    from training.repository import PackageContexts
+
 MAX_CANVASES = 4
+# Prompt tokens an example's repository context may take: up to the server's `context.workspaceTokens`.
+CONTEXT_BUDGETS = (128, 256, 384)
 SPAN_KINDS = ("rest_of_line", "lines", "block", "brackets", "random")
 SPAN_WEIGHTS = (0.35, 0.2, 0.2, 0.1, 0.15)
 _BLOCK_OPENER = re.compile(r"(:|\{|\bthen|\bdo|=>|\()\s*$")
@@ -23,6 +29,8 @@ _PAIRS = {"(": ")", "[": "]", "{": "}"}
 class Document:
     text: str
     language: str
+    source: str = ""  # the package it comes from: its other files are its repository
+    path: str = ""  # inside the corpus, "<package>-<version>/<path in the package>"
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ def load_documents(folder: Path, split: str, languages: set[str] | None = None) 
             for line in lines:
                 row = json.loads(line)
                 if languages is None or row["language"] in languages:
-                    documents.append(Document(text=row["text"], language=row["language"]))
+                    documents.append(Document(row["text"], row["language"], row["source"], row["path"]))
     if not documents:
         raise FileNotFoundError(f"no {split} documents under {folder}")
     return documents
@@ -190,11 +198,17 @@ class ExampleMaker:
         rng: random.Random,
         draft_share: float = 0.0,
         draft_rng: random.Random | None = None,
+        contexts: PackageContexts | None = None,
+        context_share: float = 0.0,
+        context_rng: random.Random | None = None,
     ) -> None:
         self.fmt = fmt
         self.rng = rng
         self.draft_share = draft_share
         self.draft_rng = draft_rng
+        self.contexts = contexts  # the other files of each document's package, read as the server reads
+        self.context_share = context_share
+        self.context_rng = context_rng
 
     def make(self, doc: Document, prompt_budget: int, canvas: int) -> Example | None:
         kind = self.rng.choices(SPAN_KINDS, SPAN_WEIGHTS)[0]
@@ -210,7 +224,8 @@ class ExampleMaker:
         prefix_ids, suffix_ids = self.fmt.encode(prefix), self.fmt.encode(suffix)
         suffix_ids = suffix_ids[: int(prompt_budget * suffix_share)]
         prefix_ids = prefix_ids[max(0, len(prefix_ids) - (prompt_budget - len(suffix_ids) - 4)) :]
-        prompt = self.fmt.layout(prefix_ids, suffix_ids, doc.language)
+        context_ids, lookup_texts = self.repository_context(doc, span)
+        prompt = self.fmt.layout(prefix_ids, suffix_ids, doc.language, context_ids)
         # Block-autoregressive continuation: some canvases of a long middle are already written.
         # A middle longer than MAX_CANVASES canvases is cut: editors never ask for more at once.
         middle = middle[: canvas * MAX_CANVASES + 1]
@@ -221,7 +236,7 @@ class ExampleMaker:
         # The autoregressive loss reads at most two canvases on; EOS only where the middle really ends.
         rest = middle[written : written + 2 * canvas]
         ends = written + 2 * canvas >= len(middle) and len(middle) <= canvas * MAX_CANVASES
-        draft = self.draft_for(doc, span, canvas) if not written else None
+        draft = self.draft_for(doc, span, canvas, lookup_texts) if not written else None
         return Example(
             prompt=prompt + middle[:written],
             target=target,
@@ -229,14 +244,31 @@ class ExampleMaker:
             draft=draft,
         )
 
-    def draft_for(self, doc: Document, span: Span, canvas: int) -> list[int] | None:
-        """The server's lookup draft for this cursor, on the file as an editor holds it (no middle)."""
+    def repository_context(self, doc: Document, span: Span) -> tuple[list[int], tuple[str, ...]]:
+        """(the prompt's snippet ids, the lookup draft's texts): what the server would read from the rest
+        of the document's package, in a share of examples."""
+        rng = self.context_rng
+        if self.contexts is None or rng is None or rng.random() >= self.context_share:
+            return [], ()
+        held = doc.text[: span.start] + doc.text[span.end :]
+        budget = rng.choice(CONTEXT_BUDGETS)
+        related = self.contexts.related(
+            doc, held, span.start, budget, lambda text: len(self.fmt.encode(text))
+        )
+        return self.fmt.context_ids(related.snippets, budget), related.lookup_texts
+
+    def draft_for(
+        self, doc: Document, span: Span, canvas: int, lookup_texts: tuple[str, ...] = ()
+    ) -> list[int] | None:
+        """The server's lookup draft for this cursor, on the file as an editor holds it (no middle), then on
+        the files its repository retrieval chose."""
         if self.draft_rng is None or self.draft_rng.random() >= self.draft_share:
             return None
         lines = doc.text.count("\n", span.start, span.end) + 1
         held = doc.text[: span.start] + doc.text[span.end :]
         before = doc.text[max(0, span.start - MAX_KEY) : span.start]
-        found = continuations(before, [Haystack(held, span.start - 1, span.start)], lines, 1)
+        haystacks = [Haystack(held, span.start - 1, span.start), *(Haystack(t) for t in lookup_texts)]
+        found = continuations(before, haystacks, lines, 1)
         if not found:
             return None
         eos = self.fmt.special.eos
@@ -250,9 +282,25 @@ def examples(
     prompt_budget: int,
     canvas: int,
     draft_share: float = 0.0,
+    contexts: PackageContexts | None = None,
+    context_share: float = 0.0,
+    context_seed: int | None = None,
 ) -> Iterator[Example]:
-    # Drafts draw from a random stream of their own: the examples are the same with or without them.
-    maker = ExampleMaker(fmt, rng, draft_share, random.Random(rng.random()) if draft_share else None)
+    # Drafts and repository context draw from random streams of their own; with `context_seed` the
+    # context's stream takes nothing from `rng`, so the spans are those of the same call without it.
+    with_context = contexts is not None and context_share > 0
+    context_rng = None
+    if with_context:
+        context_rng = random.Random(context_seed if context_seed is not None else rng.random())
+    maker = ExampleMaker(
+        fmt,
+        rng,
+        draft_share,
+        random.Random(rng.random()) if draft_share else None,
+        contexts,
+        context_share,
+        context_rng,
+    )
     while True:
         example = maker.make(mix.draw(rng), prompt_budget, canvas)
         if example is not None and len(example.middle_rest) > 1:

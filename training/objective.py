@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +15,9 @@ from engine.prompts import FimFormat
 from training.config import TrainConfig
 from training.data import DocumentMix, Example, examples, load_documents
 from training.distill import greedy_targets
+
+if TYPE_CHECKING:
+    from training.repository import PackageContexts
 from training.export import shipped_sampler_settings
 from training.head_loss import IGNORE, softcapped_cross_entropy
 
@@ -169,9 +173,15 @@ def canvas_weights(target: torch.Tensor, eos: int, tail_weight: float) -> torch.
     return torch.where(after_first, tail_weight, 1.0)
 
 
-def next_batch(mix: DocumentMix, fmt: FimFormat, rng: random.Random, cfg: TrainConfig) -> Batch:
+def next_batch(
+    mix: DocumentMix,
+    fmt: FimFormat,
+    rng: random.Random,
+    cfg: TrainConfig,
+    contexts: PackageContexts | None = None,
+) -> Batch:
     budget, canvas = rng.choice(cfg.prompt_budgets), rng.choice(cfg.canvas_lengths)
-    stream = examples(mix, fmt, rng, budget, canvas, cfg.draft_share)
+    stream = examples(mix, fmt, rng, budget, canvas, cfg.draft_share, contexts, cfg.context_share)
     batch = collate([next(stream) for _ in range(cfg.batch_size)], fmt.special.pad)
     if cfg.distill_share and rng.random() < cfg.distill_share:
         batch.distill_suppressed = fmt.suppressed_ids
@@ -182,13 +192,19 @@ VALIDATION_BATCHES = 8
 VALIDATION_NOISE = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
-def validation_batches(corpus: Path, fmt: FimFormat, languages: set[str] | None) -> list[Batch]:
-    """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step."""
+def validation_batches(
+    corpus: Path, fmt: FimFormat, languages: set[str] | None, contexts: PackageContexts | None = None
+) -> list[Batch]:
+    """A fixed set of held-out batches (the corpus' valid split, seeded): equal for every run and step.
+    With `contexts`, every example carries its package's context (the same spans: their own stream)."""
     mix = DocumentMix(load_documents(corpus, "valid", languages))
     rng = random.Random(20261203)
     batches = []
     for i in range(VALIDATION_BATCHES):
-        stream = examples(mix, fmt, rng, (128, 256, 384, 512)[i % 4], (16, 32)[i % 2])
+        budget, canvas = (128, 256, 384, 512)[i % 4], (16, 32)[i % 2]
+        stream = examples(
+            mix, fmt, rng, budget, canvas, 0.0, contexts, 1.0 if contexts else 0.0, context_seed=i
+        )
         batches.append(collate([next(stream) for _ in range(16)], fmt.special.pad))
     return batches
 

@@ -27,6 +27,7 @@ from training.data import DocumentMix, load_documents
 from training.growth import added_layers, added_part
 from training.muon import MuonAdamW, is_hidden_matrix
 from training.objective import Batch, canvas_weight_at, losses, next_batch, validate, validation_batches
+from training.repository import PackageContexts
 from training.run_state import Run, load_model, parameters, seed_run_from_model
 from training.shapes import shape_by_name
 
@@ -271,6 +272,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     except ValueError as error:
         raise SystemExit(f"--set language_weights: {error}") from None
     logger.info("%d training documents, drawn %s", len(documents), cfg.language_weights or "by file")
+    contexts = PackageContexts(documents) if cfg.context_share else None
 
     stop = {"now": False}
 
@@ -283,9 +285,16 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
     last_save = time.monotonic()
     window: list[tuple[float, float, float, int]] = []
     started_step = progress["step"]
+    validation_languages = session.validation_languages or session.languages
     validation = (
-        validation_batches(session.corpus, fmt, session.validation_languages or session.languages)
+        validation_batches(session.corpus, fmt, validation_languages)
         if session.validate_every_tokens
+        else None
+    )
+    # The same held-out spans with their packages' context: what reading it is worth, as it is learned.
+    context_validation = (
+        validation_batches(session.corpus, fmt, validation_languages, contexts)
+        if validation and contexts
         else None
     )
     next_validation = progress["tokens"]
@@ -300,7 +309,7 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         weight = canvas_weight_at(cfg, progress["tokens"])
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, progress["step"], cooldown, rewarm) * lr_scale(cfg, group)
-        batches = partial(next_batch, mix, fmt, rng, cfg)
+        batches = partial(next_batch, mix, fmt, rng, cfg, contexts)
         figures = optimizer_step(
             model, optimizer, cfg, batches=batches, gen=gen, device=device, weight=weight
         )
@@ -313,7 +322,17 @@ def train(run: Run, session: Session, new_config: TrainConfig) -> None:
         progress["canvas_tokens"] += figures.canvas_tokens
         window.append((figures.diffusion, figures.ar, elapsed, figures.tokens))
         if validation and progress["tokens"] >= next_validation:
-            record_validation(run, model, validation, cfg, device, progress, fmt, session.completion_rows)
+            record_validation(
+                run,
+                model,
+                validation,
+                cfg,
+                device,
+                progress,
+                fmt,
+                session.completion_rows,
+                context_validation,
+            )
             next_validation = progress["tokens"] + session.validate_every_tokens
         if progress["step"] % session.log_every == 0:
             d, a, s, t = (sum(x[i] for x in window) / len(window) for i in range(4))
@@ -349,8 +368,12 @@ def record_validation(
     progress: dict,
     fmt: FimFormat,
     completion_rows: int = 0,
+    context_batches: list[Batch] | None = None,
 ) -> None:
     figures = validate(model, batches, cfg, device)
+    if context_batches:
+        with_context = validate(model, context_batches, cfg, device)
+        figures |= {"ar_context": with_context["ar"], "canvas_context": with_context["canvas"]}
     completions = ""
     if completion_rows and device == "cpu":  # the check serves a bf16 copy as the CPU server would
         figures |= completion_figures(model, fmt, completion_rows)
@@ -358,10 +381,16 @@ def record_validation(
     run.append_validation(
         {k: progress.get(k, 0) for k in ("step", "tokens", "seconds", "cpu_seconds")} | figures
     )
+    context = (
+        " (with their packages' context: ar {ar_context:.3f} canvas {canvas_context:.3f})".format(**figures)
+        if "ar_context" in figures
+        else ""
+    )
     logger.info(
-        "validation at %.2fM tokens: ar %.3f canvas %.3f%s",
+        "validation at %.2fM tokens: ar %.3f canvas %.3f%s%s",
         progress["tokens"] / 1e6,
         figures["ar"],
         figures["canvas"],
+        context,
         completions,
     )

@@ -24,6 +24,7 @@ MAX_TYPE_LINES = 12  # of an interface, type alias or enum
 MAX_LINE_CHARS = 160
 _TS_EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs")
 _TS_LANGUAGES = {"typescript", "tsx", "javascript"}
+_TRAILING_COMMENTS = re.compile(r"(\s*(#|//|--)[^\n]*)+\s*$")
 _QUOTE = re.compile(r"^[rRbBuUfF]*(\"\"\"|\'\'\'|\"|\')")
 
 
@@ -200,9 +201,10 @@ def definitions(text: str, language: str, grammar: Language) -> dict[str, str]:
 
 
 def _head(node: Node, source: bytes, body: Node | None) -> str:
-    """A definition's text up to its body: its signature, with runs of whitespace as in the file."""
+    """A definition's text up to its body: its signature as in the file, without the comments that
+    stand between it and the body."""
     end = body.start_byte if body is not None else node.end_byte
-    return source[node.start_byte : end].decode("utf-8", "replace").rstrip()
+    return _TRAILING_COMMENTS.sub("", source[node.start_byte : end].decode("utf-8", "replace")).rstrip()
 
 
 def _docstring(body: Node | None, source: bytes, indent: str) -> list[str]:

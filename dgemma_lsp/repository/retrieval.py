@@ -64,18 +64,19 @@ class Definitions:
     def __init__(self, registry: LanguageRegistry, capacity: int = 4096) -> None:
         self.registry = registry
         self.capacity = capacity
-        self._memo: OrderedDict[int, dict[str, str]] = OrderedDict()
+        self._memo: OrderedDict[tuple[Path, int], dict[str, str]] = OrderedDict()
 
     def of(self, file: IndexedFile) -> dict[str, str]:
-        found = self._memo.get(file.id)
+        key = (file.root, file.id)  # ids are an index's own: several indexes may share the memo
+        found = self._memo.get(key)
         if found is None:
             grammar = self.registry.grammar(file.language)
             found = definitions(file.text, file.language, grammar) if grammar is not None else {}
-            self._memo[file.id] = found
+            self._memo[key] = found
             if len(self._memo) > self.capacity:
                 self._memo.popitem(last=False)
         else:
-            self._memo.move_to_end(file.id)
+            self._memo.move_to_end(key)
         return found
 
 

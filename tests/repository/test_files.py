@@ -23,6 +23,9 @@ def write(root: Path, relative: str, text: str = "def f():\n    return 1\n") -> 
 def tree(root: Path, outside: Path) -> set[str]:
     """A folder with one file of each kind; returns the relative paths the index may read."""
     readable = {"app/main.py", "app/util.ts", "lib/init.lua", "keep.log.py", "app/sub/deep.py", "linked.py"}
+    readable.add("lib/plain.js")  # JavaScript of its own; app/util.js is app/util.ts compiled
+    for compiled in ("app/util.js", "app/util.d.ts"):
+        write(root, compiled)
     for relative in readable - {"linked.py"}:
         write(root, relative)
     write(root, ".gitignore", "*.log.py\n!keep.log.py\nbuild-out/\n/top_only.py\n")
