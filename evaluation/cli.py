@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="choose the model's confidence gates on these rows and write them (calibration.json)",
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test run")
+    parser.add_argument(
+        "--workspace", nargs="?", const="data/heldout-workspaces", default="", metavar="DIR",
+        help="heldout only: complete each row with its package as the workspace (DIR from `python -m "
+        "evaluation.heldout workspaces`, default data/heldout-workspaces)",
+    )  # fmt: skip
     return parser
 
 
@@ -93,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             execute=not args.no_execute, timeout_s=args.timeout, copy_baseline=not args.no_baseline,
             drafts=not args.no_drafts, next_token_draft=not args.no_next_token_draft,
             context_drafts=not args.no_context_drafts,
-            gates=not args.no_gates, single_line_canvas=args.single_line_canvas,
+            gates=not args.no_gates, single_line_canvas=args.single_line_canvas, workspaces=args.workspace,
         )  # fmt: skip
+        if args.workspace and args.benchmark != "heldout":
+            raise ValueError("--workspace scores held-out rows only: their packages are the workspaces")
         language = args.language if args.benchmark in ("santacoder-fim", "heldout") else ""
         if args.calibrate:
             return write_calibration(engine, BENCHMARKS[args.benchmark], items, args, argv)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from dgemma_lsp.documents.languages import LanguageRegistry
@@ -24,12 +25,15 @@ from engine import Engine
 from evaluation.baselines import copy_completion
 from evaluation.benchmarks import Benchmark, Item
 from evaluation.execute import DEFAULT_TIMEOUT_S, check_program, network_block
+from evaluation.heldout.workspaces import other_files
 from evaluation.metrics import edit_similarity, exact_match, mean, percentile
+from evaluation.workspaces import RowWorkspaces
 from training.progress import progress
 
 logger = logging.getLogger(__name__)
 
 DIFFUSION, AUTOREGRESSIVE, COPY = "diffusion", "autoregressive", "copy"
+COPY_REPOSITORY = "copy+repository"  # the copy heuristic searching the row's whole package too
 # The completion lengths the speed comparison looks at: long enough for decoding to dominate,
 # short enough to be what an editor asks for.
 SPEED_TOKENS = (4, 64)
@@ -52,6 +56,9 @@ class EvalOptions:
     execute: bool = True  # run the tests of executable benchmarks
     timeout_s: float = DEFAULT_TIMEOUT_S
     warmup: bool = True
+    # Held-out rows only: the folder of their packages' workspaces (`python -m evaluation.heldout
+    # workspaces`); each row is completed with its package read as the server reads a workspace.
+    workspaces: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,13 +189,18 @@ def score_row(
     options: Options,
     eval_options: EvalOptions,
     registry: LanguageRegistry,
+    workspaces: RowWorkspaces | None = None,
 ) -> Scored:
     view = EditorView.of(item)
     opened = standalone(view.text, item.language, registry)
+    retrieval = workspaces.open_row(item, view.text) if workspaces is not None else None
     engine.reset_cache()
     started = time.monotonic()
-    completion = complete(opened.snapshot(), view.cursor, options, engine, started)
+    snapshot = replace(opened.snapshot(), repository=retrieval)
+    completion = complete(snapshot, view.cursor, options, engine, started)
     latency_ms = (time.monotonic() - started) * 1000
+    if retrieval is not None:
+        workspaces.close_row(retrieval)
     text = completion.proposals[0].text if completion.proposals else ""
     execution = None
     if eval_options.execute and item.check is not None:
@@ -214,11 +226,18 @@ def score_row(
     )
 
 
-def score_copy(item: Item, benchmark: Benchmark, eval_options: EvalOptions) -> Scored:
-    """The copy heuristic's answer to a row, scored like a decoder's (no model, no pipeline)."""
+def score_copy(
+    item: Item,
+    benchmark: Benchmark,
+    eval_options: EvalOptions,
+    others: Callable[[Item], list[str]] | None = None,
+) -> Scored:
+    """The copy heuristic's answer to a row, scored like a decoder's (no model, no pipeline); with
+    `others`, it also searches every other code file of the row's package."""
     view = EditorView.of(item)
     started = time.monotonic()
-    text = copy_completion(item.prefix, item.suffix, getattr(item, "kind", "") or "rest_of_line")
+    kind = getattr(item, "kind", "") or "rest_of_line"
+    text = copy_completion(item.prefix, item.suffix, kind, others(item) if others else ())
     latency_ms = (time.monotonic() - started) * 1000
     execution = None
     if eval_options.execute and item.check is not None:
@@ -253,6 +272,10 @@ def run_eval(
     decoders = [DIFFUSION, AUTOREGRESSIVE] if options.compare_ar else [DIFFUSION]
     chosen = {name: server_options(options, name) for name in decoders}
     registry = LanguageRegistry()
+    workspaces, others = None, None
+    if options.workspaces:
+        workspaces = RowWorkspaces(Path(options.workspaces), chosen[DIFFUSION], registry)
+        others = other_files(Path(options.workspaces))
     report = EvalReport(
         benchmark=benchmark.name,
         language=language,
@@ -262,20 +285,22 @@ def run_eval(
     )
     if items and options.warmup:  # the first call pays one-time costs: not part of any row
         for server in chosen.values():
-            score_row(engine, items[0], benchmark, server, replace(options, execute=False), registry)
+            quiet = replace(options, execute=False)
+            score_row(engine, items[0], benchmark, server, quiet, registry, workspaces)
     for item in progress(items, len(items), benchmark.name):
         scored = {
-            name: score_row(engine, item, benchmark, server, options, registry)
+            name: score_row(engine, item, benchmark, server, options, registry, workspaces)
             for name, server in chosen.items()
         }
         if options.copy_baseline:
             scored[COPY] = score_copy(item, benchmark, options)
+            if others is not None:
+                scored[COPY_REPOSITORY] = score_copy(item, benchmark, options, others)
         report.rows.append(
             RowResult(item.id, getattr(item, "kind", ""), EditorView.of(item).reference, scored)
         )
-    report.summaries = [
-        summarize(name, report.rows) for name in [*chosen, *([COPY] if options.copy_baseline else [])]
-    ]
+    baselines = ([COPY] + ([COPY_REPOSITORY] if others else [])) if options.copy_baseline else []
+    report.summaries = [summarize(name, report.rows) for name in [*chosen, *baselines]]
     if options.compare_ar:
         report.speed = compare_speed(report.rows)
     return report

@@ -19,6 +19,10 @@ def capabilities(encodings: list[str] | None = None) -> types.ClientCapabilities
     return types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
         window=types.WindowClientCapabilities(work_done_progress=True),
+        workspace=types.WorkspaceClientCapabilities(
+            workspace_folders=True,
+            did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True),
+        ),
         text_document=types.TextDocumentClientCapabilities(
             synchronization=types.TextDocumentSyncClientCapabilities(),
             inline_completion=types.InlineCompletionClientCapabilities(),
@@ -44,8 +48,10 @@ async def lsp_session(
     encodings: list[str] | None = None,
     options: dict | None = None,
     wait_for_model: bool = True,
+    folders: list[Path] | None = None,
+    server: list[str] | None = None,
 ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
-    client = await ClientServerConfig(server_command=SERVER).start()
+    client = await ClientServerConfig(server_command=server or SERVER).start()
     client.statuses = []  # the server's dgemma/status notifications, in order
 
     @client.feature("dgemma/status")
@@ -60,6 +66,8 @@ async def lsp_session(
             capabilities=capabilities(encodings),
             initialization_options=init_options,
             process_id=None,
+            workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders or []]
+            or None,
         )
     )
     try:

@@ -14,9 +14,10 @@ from typing import Literal
 
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.proposal import Proposal
+from engine.api import Snippet
 
 Source = Literal["model", "lookup", "structure", "next_token", "typed_through", "cache", "speculative"]
-ContextKey = tuple[str, str, str, str]
+ContextKey = tuple[str, str, str, str, tuple[Snippet, ...]]
 RECENT_CONTEXTS = 16
 
 
@@ -28,8 +29,9 @@ class Shown:
     proposals: tuple[Proposal, ...]
 
 
-def context_key(context: CompletionContext) -> ContextKey:
-    return (context.language or "", context.mode, context.prefix, context.suffix)
+def context_key(context: CompletionContext, snippets: tuple[Snippet, ...] = ()) -> ContextKey:
+    """What an answer was computed from: the windows, and the other files' snippets the model read."""
+    return (context.language or "", context.mode, context.prefix, context.suffix, snippets)
 
 
 def typed_through(shown: Shown, context: CompletionContext) -> tuple[Proposal, ...]:
@@ -55,9 +57,11 @@ class InlineMemory:
         self.recent: OrderedDict[ContextKey, tuple[Proposal, ...]] = OrderedDict()
         self.speculation: tuple[ContextKey, asyncio.Future] | None = None
 
-    def remember(self, context: CompletionContext, proposals: tuple[Proposal, ...]) -> None:
+    def remember(
+        self, context: CompletionContext, proposals: tuple[Proposal, ...], snippets: tuple[Snippet, ...] = ()
+    ) -> None:
         self.shown = Shown(context=context, proposals=proposals)
-        self.store(context_key(context), proposals)
+        self.store(context_key(context, snippets), proposals)
 
     def store(self, key: ContextKey, proposals: tuple[Proposal, ...]) -> None:
         self.recent[key] = proposals
@@ -65,12 +69,15 @@ class InlineMemory:
         while len(self.recent) > RECENT_CONTEXTS:
             self.recent.popitem(last=False)
 
-    def recall(self, context: CompletionContext) -> tuple[tuple[Proposal, ...], Source] | None:
-        """An answer for `context` without the model: the rest of the shown one, or a recent one."""
+    def recall(
+        self, context: CompletionContext, snippets: tuple[Snippet, ...] = ()
+    ) -> tuple[tuple[Proposal, ...], Source] | None:
+        """An answer for `context` without the model: the rest of the shown one, or a recent one computed
+        from the same code (the other files' snippets included)."""
         if self.shown is not None and (rest := typed_through(self.shown, context)):
             self.shown = Shown(context=context, proposals=rest)
             return rest, "typed_through"
-        key = context_key(context)
+        key = context_key(context, snippets)
         if key in self.recent:
             self.recent.move_to_end(key)
             proposals = tuple(replace(p, cursor=context.cursor) for p in self.recent[key])

@@ -170,6 +170,7 @@ class RepositoryIndex:
         self._next_id = 0
         self._bytes = 0
         self._table = WindowTable()
+        self.generation = 0  # counts the changes: a retrieval that saw an older one reads again
 
     # --- what is held (any thread)
 
@@ -246,6 +247,7 @@ class RepositoryIndex:
             for tail in _tails(relative):
                 self._by_tail.setdefault(tail, []).append(file_id)
             self._bytes += len(text)
+            self.generation += 1
         self._compact_if_needed()
         return True
 
@@ -255,6 +257,7 @@ class RepositoryIndex:
             if file_id is None:
                 return False
             self._drop(file_id)
+            self.generation += 1
         self._compact_if_needed()
         return True
 

@@ -26,6 +26,22 @@ PAUSE_S = 0.0005  # between files of the walk: the interpreter goes to the other
 REPORT_EVERY_S = 0.5
 
 
+def index_file(index: RepositoryIndex, registry: LanguageRegistry, root: Path, path: Path) -> bool:
+    """Read `path` (already allowed by the rules) into `index` as a file of workspace folder `root`."""
+    spec = registry.spec_for_path(path)
+    if spec is None or not path.is_relative_to(root):
+        return False
+    text = read_code(path)
+    return text is not None and index.add(root, path, spec.name, text)
+
+
+def index_folder(index: RepositoryIndex, registry: LanguageRegistry, rules: FileRules, folder: Path) -> int:
+    """Walk `folder` into `index` on this thread (benchmarks; the server's indexer walks in the background);
+    returns the files read."""
+    folder = folder.resolve()
+    return sum(index_file(index, registry, folder, path) for path in walk(folder, rules) if not index.full())
+
+
 @dataclass(frozen=True)
 class Progress:
     files: int  # indexed so far
@@ -179,8 +195,4 @@ class Indexer:
 
     def _read(self, path: Path) -> bool:
         root = self.root_of(path)
-        spec = self.registry.spec_for_path(path)
-        if root is None or spec is None or not path.is_relative_to(root):
-            return False
-        text = read_code(path)
-        return text is not None and self.index.add(root, path, spec.name, text)
+        return root is not None and index_file(self.index, self.registry, root, path)

@@ -31,7 +31,7 @@ MODULE_NAMES = 8  # definitions shown of a module imported whole, when none of i
 LOOKUP_FILES = 8
 LOOKUP_CHARS = 512 * 1024
 OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
-REQUERY_S = 1.0  # while the index grows, a query whose terms did not change runs again at most this often
+REQUERY_S = 1.0  # after the index changed, a query whose terms did not runs again at most this often
 _TYPED_WORD = re.compile(r"\w+$")
 
 
@@ -111,7 +111,7 @@ class DocumentRetrieval:
         self.clock = clock
         self._terms: frozenset[str] | None = None
         self._queried_at = 0.0
-        self._files_seen = -1
+        self._generation_seen = -1
         self._chosen: tuple[_Window, ...] = ()
         self._imports: tuple[Import, ...] | None = None
         self._definitions: tuple[Snippet, ...] = ()
@@ -130,12 +130,12 @@ class DocumentRetrieval:
     ) -> Related:
         """Snippets within `budget_tokens` and lookup texts for a completion at `cursor` of `text`."""
         open_paths = self.open_paths()
-        files, now = self.index.stats().files, self.clock()
-        grown = files != self._files_seen and now - self._queried_at >= REQUERY_S  # still indexing
-        if grown:
-            self._files_seen, self._queried_at = files, now
-        self._update_imports(text, source, language, tree, grown)
-        self._update_windows(query_terms(text, cursor), open_paths, grown)
+        generation, now = self.index.generation, self.clock()
+        changed = generation != self._generation_seen and now - self._queried_at >= REQUERY_S
+        if changed:  # files indexed, changed, opened or closed since: read them again
+            self._generation_seen, self._queried_at = generation, now
+        self._update_imports(text, source, language, tree, changed)
+        self._update_windows(query_terms(text, cursor), open_paths, changed)
         key = (self._chosen, self._definitions, budget_tokens, open_paths)
         if self._rendered is None or self._rendered[0] != key:
             self._rendered = (key, self._render(budget_tokens, count_tokens, open_paths))
@@ -144,10 +144,10 @@ class DocumentRetrieval:
     # --- the two sources
 
     def _update_imports(
-        self, text: str, source: bytes, language: str, tree: Tree | None, grown: bool
+        self, text: str, source: bytes, language: str, tree: Tree | None, changed: bool
     ) -> None:
         imports = tuple(imports_of(tree.root_node, source, language)) if tree is not None else ()
-        if imports == self._imports and not grown:
+        if imports == self._imports and not changed:
             return
         self._imports = imports
         relative = self.path.relative_to(self.root).as_posix() if self.path and self.root else ""
@@ -174,17 +174,18 @@ class DocumentRetrieval:
             wanted = [name for name in dict.fromkeys(used) if name in defined]
         return wanted or list(defined)[:MODULE_NAMES]
 
-    def _update_windows(self, query: frozenset[str], open_paths: frozenset[Path], grown: bool) -> None:
-        if query == self._terms and not grown:
+    def _update_windows(self, query: frozenset[str], open_paths: frozenset[Path], changed: bool) -> None:
+        if query == self._terms and not changed:
             return
         self._terms = query
         boost = dict.fromkeys(open_paths, OPEN_BOOST)
         hits = self.index.query(query, CANDIDATES, exclude=self.path, boost=boost)
-        candidates = [_Window(hit.file, hit.start_line) for hit in hits]
-        keys = {window.key for window in candidates}
-        if self._chosen and all(window.key in keys for window in self._chosen):
-            return  # what was chosen is still good: the prompt stays as it is
-        self._chosen = _pick(candidates)
+        candidates = {window.key: window for window in (_Window(hit.file, hit.start_line) for hit in hits)}
+        if self._chosen and all(window.key in candidates for window in self._chosen):
+            # What was chosen is still good: the same windows (their files' latest text), the prompt as it is.
+            self._chosen = tuple(candidates[window.key] for window in self._chosen)
+        else:
+            self._chosen = _pick(list(candidates.values()))
 
     # --- the answer
 
