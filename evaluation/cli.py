@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="heldout only: complete each row with its package as the workspace (DIR from `python -m "
         "evaluation.heldout workspaces`, default data/heldout-workspaces)",
     )  # fmt: skip
+    parser.add_argument(
+        "--workspace-tokens", type=int, metavar="N",
+        help="prompt tokens for the workspace's snippets (default: the server's; 0: its lookup drafts only)",
+    )  # fmt: skip
     return parser
 
 
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             drafts=not args.no_drafts, next_token_draft=not args.no_next_token_draft,
             context_drafts=not args.no_context_drafts,
             gates=not args.no_gates, single_line_canvas=args.single_line_canvas, workspaces=args.workspace,
+            workspace_tokens=args.workspace_tokens,
         )  # fmt: skip
         if args.workspace and args.benchmark != "heldout":
             raise ValueError("--workspace scores held-out rows only: their packages are the workspaces")

@@ -20,7 +20,7 @@ from typing import Any
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.pipeline import complete
-from dgemma_lsp.runtime.options import CompletionOptions, Options
+from dgemma_lsp.runtime.options import CompletionOptions, ContextOptions, Options
 from engine import Engine
 from evaluation.baselines import copy_completion
 from evaluation.benchmarks import Benchmark, Item
@@ -59,6 +59,7 @@ class EvalOptions:
     # Held-out rows only: the folder of their packages' workspaces (`python -m evaluation.heldout
     # workspaces`); each row is completed with its package read as the server reads a workspace.
     workspaces: str = ""
+    workspace_tokens: int | None = None  # prompt tokens for the workspace's snippets; None: the server's
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,10 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
         min_line_confidence_percent=None if options.gates else 0,
         min_next_token_confidence_percent=None if options.gates else 0,
     )
-    return Options(completion=completion)
+    context = ContextOptions()
+    if options.workspace_tokens is not None:
+        context = replace(context, workspace_tokens=options.workspace_tokens)
+    return Options(completion=completion, context=context)
 
 
 def score_row(

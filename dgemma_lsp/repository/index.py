@@ -1,10 +1,13 @@
-"""The workspace index: the text of every file read, and an inverted index of windows of lines by the
-identifiers they hold, for BM25 retrieval of the windows most like the code at the cursor.
+"""The workspace index: an inverted index of windows of lines by the identifiers they hold, for BM25
+retrieval of the windows most like the code at the cursor, and the files' texts when asked for.
 
-Windows are WINDOW_LINES lines every WINDOW_STRIDE lines. Postings are compact arrays (window ids and
-term counts); a file that changes gets new windows and its old ones are marked dead, and the table is
-rebuilt once dead windows outnumber live ones. One thread writes (the indexer); readers take the lock
-for one lookup or scoring pass, and a writer holds it only to swap in what it prepared outside it.
+Windows are WINDOW_LINES lines every WINDOW_STRIDE lines. A term's postings pack a window id and the
+term's count in it into one integer (most terms occur once: a plain int, else an array); a file that
+changes gets new windows and its old ones are marked dead, and the postings are compacted once dead
+windows outnumber live ones. Files on disk keep no text in memory: `text_of` reads it again through a
+small cache when retrieval shows or searches it; open documents' buffers (and the benchmarks' and the
+trainer's documents) are kept. One thread writes (the indexer); readers take the lock for one lookup or
+scoring pass, and a writer holds it only to swap in what it prepared outside it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import math
 import re
 import threading
 from array import array
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -53,23 +56,23 @@ def windows_of(text: str) -> list[tuple[int, Counter[str]]]:
     return [(s, terms("\n".join(lines[s : s + WINDOW_LINES]))) for s in window_starts(len(lines))]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IndexedFile:
+    """One indexed file (compared by identity: a changed file is a new one)."""
+
     id: int
     root: Path  # the workspace folder it was found under
     path: str  # relative to root, posix
     language: str
-    text: str
+    size: int  # characters
     first_window: int
     windows: int
+    text: str | None = None  # kept: an open document's buffer, or a caller's own; None: on disk
     from_buffer: bool = False  # the text of an open document, which supersedes the file on disk
 
     @property
     def absolute(self) -> Path:
         return self.root / self.path
-
-    def lines(self, start: int, count: int) -> str:
-        return "\n".join(self.text.split("\n")[start : start + count])
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,10 @@ class IndexStats:
     terms: int
 
 
+PACK = 8  # bits of a posting that hold the term's count in the window (the rest: the window's id)
+COUNT_MASK = (1 << PACK) - 1
+
+
 class WindowTable:
     """Windows (their file, first line, length in terms, alive or not) and the postings of their terms."""
 
@@ -97,12 +104,13 @@ class WindowTable:
         self.alive = bytearray()
         self.live = 0
         self.live_length = 0
-        self.postings: dict[str, array] = {}  # term -> window ids
-        self.counts: dict[str, array] = {}  # term -> its count in each of those windows
+        # term -> its postings, each (window id << PACK | count): one int, or an array once there are more
+        self.postings: dict[str, int | array] = {}
 
     def add(self, file_id: int, windows: list[tuple[int, Counter[str]]]) -> int:
         """Append a file's windows; returns the id of the first."""
         first = len(self.file)
+        postings = self.postings
         for start, counts in windows:
             window = len(self.file)
             length = min(sum(counts.values()), 65535)
@@ -113,12 +121,14 @@ class WindowTable:
             self.live += 1
             self.live_length += length
             for term, count in counts.items():
-                postings = self.postings.get(term)
-                if postings is None:
-                    postings = self.postings[term] = array("i")
-                    self.counts[term] = array("H")
-                postings.append(window)
-                self.counts[term].append(min(count, 65535))
+                posting = window << PACK | min(count, COUNT_MASK)
+                held = postings.get(term)
+                if held is None:
+                    postings[term] = posting
+                elif isinstance(held, int):
+                    postings[term] = array("I", (held, posting))
+                else:
+                    held.append(posting)
         return first
 
     def kill(self, first: int, count: int) -> None:
@@ -132,6 +142,14 @@ class WindowTable:
     def dead(self) -> int:
         return len(self.file) - self.live
 
+    def packed(self, term: str) -> np.ndarray | None:
+        held = self.postings.get(term)
+        if held is None:
+            return None
+        if isinstance(held, int):
+            return np.array([held], dtype=np.uint32)
+        return np.frombuffer(held, dtype=np.uint32).copy()
+
     def scores(self, query_terms: Iterable[str]) -> np.ndarray:
         """BM25 of every window against the query's terms (dead windows 0)."""
         scores = np.zeros(len(self.file), dtype=np.float32)
@@ -140,14 +158,14 @@ class WindowTable:
         average = max(self.live_length / self.live, 1.0)
         lengths = np.frombuffer(self.length, dtype=np.uint16).astype(np.float32)
         alive = np.frombuffer(self.alive, dtype=np.uint8).astype(bool)
-        for term in set(query_terms):
-            postings = self.postings.get(term)
-            if postings is None:
+        for term in sorted(set(query_terms)):  # a fixed order: the same sums, run after run
+            packed = self.packed(term)
+            if packed is None:
                 continue
-            ids = np.frombuffer(postings, dtype=np.int32).copy()
-            tf = np.frombuffer(self.counts[term], dtype=np.uint16).astype(np.float32)
+            ids, tf = packed >> PACK, (packed & COUNT_MASK).astype(np.float32)
             if self.dead:  # a changed file's old windows still have postings
-                ids, tf = ids[alive[ids]], tf[alive[ids]]
+                keep = alive[ids]
+                ids, tf = ids[keep], tf[keep]
             df = len(ids)
             if not df or df > max(MAX_DF_SHARE * self.live, COMMON):
                 continue
@@ -156,13 +174,48 @@ class WindowTable:
             scores[ids] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)
         return scores
 
+    def compacted(self) -> tuple[WindowTable, np.ndarray]:
+        """The table without its dead windows, and each old window's new id (-1: dropped)."""
+        alive = np.frombuffer(self.alive, dtype=np.uint8).astype(bool)
+        moved = np.full(len(self.file), -1, dtype=np.int64)
+        moved[alive] = np.arange(int(alive.sum()))
+        table = WindowTable()
+        keep = np.flatnonzero(alive)
+        table.file = array("i", np.frombuffer(self.file, dtype=np.int32)[keep].tobytes())
+        table.line = array("i", np.frombuffer(self.line, dtype=np.int32)[keep].tobytes())
+        table.length = array("H", np.frombuffer(self.length, dtype=np.uint16)[keep].tobytes())
+        table.alive = bytearray(b"\x01" * len(keep))
+        table.live, table.live_length = self.live, self.live_length
+        for term in list(self.postings):
+            packed = self.packed(term)
+            ids = packed >> PACK
+            packed = packed[alive[ids]]
+            if not len(packed):
+                continue
+            renumbered = (moved[packed >> PACK].astype(np.uint32) << PACK) | (packed & COUNT_MASK)
+            table.postings[term] = (
+                int(renumbered[0]) if len(renumbered) == 1 else array("I", renumbered.tobytes())
+            )
+        return table, moved
+
 
 class RepositoryIndex:
     """Files by path and windows by identifier, bounded by a file count and a byte count."""
 
-    def __init__(self, max_files: int = 10_000, max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        max_files: int = 10_000,
+        max_bytes: int = 128 * 1024 * 1024,
+        read: Callable[[Path], str | None] | None = None,
+        cache_chars: int = 16 * 1024 * 1024,
+    ) -> None:
         self.max_files = max_files
-        self.max_bytes = max_bytes
+        self.max_bytes = max_bytes  # characters of code indexed, held in memory or not
+        self._read = read  # a file's text from disk (the indexing rules' reader); None: texts are kept
+        self._texts: OrderedDict[int, str] = OrderedDict()  # files read again lately, by id
+        self._cached_chars = 0
+        self._cache_chars = cache_chars
+        self._text_lock = threading.Lock()
         self._lock = threading.Lock()
         self._files: dict[int, IndexedFile] = {}
         self._by_path: dict[Path, int] = {}
@@ -177,6 +230,22 @@ class RepositoryIndex:
     def stats(self) -> IndexStats:
         with self._lock:
             return IndexStats(len(self._files), self._bytes, self._table.live, len(self._table.postings))
+
+    def text_of(self, file: IndexedFile) -> str:
+        """A file's text: kept, or read from disk again (through a bounded cache); "" if it is gone."""
+        if file.text is not None:
+            return file.text
+        with self._text_lock:
+            if file.id in self._texts:
+                self._texts.move_to_end(file.id)
+                return self._texts[file.id]
+        text = (self._read(file.absolute) if self._read else None) or ""
+        with self._text_lock:
+            self._texts[file.id] = text
+            self._cached_chars += len(text)
+            while self._cached_chars > self._cache_chars and len(self._texts) > 1:
+                self._cached_chars -= len(self._texts.popitem(last=False)[1])
+        return text
 
     def get(self, path: Path) -> IndexedFile | None:
         with self._lock:
@@ -227,13 +296,14 @@ class RepositoryIndex:
     # --- changes (one writer thread)
 
     def add(self, root: Path, path: Path, language: str, text: str, from_buffer: bool = False) -> bool:
-        """Index `text` as the file `path` under `root`, replacing what was held for it. False when a cap
-        would be passed (the file is left out)."""
+        """Index `text` as the file `path` under `root`, replacing what was held for it (its text is kept
+        for a buffer, or when the index has no reader). False when a cap would be passed (left out)."""
         relative = path.relative_to(root).as_posix()
         windows = windows_of(text)  # the costly part, outside the lock
+        kept = text if from_buffer or self._read is None else None
         with self._lock:
             old = self._by_path.get(path)
-            growth = len(text) - (len(self._files[old].text) if old is not None else 0)
+            growth = len(text) - (self._files[old].size if old is not None else 0)
             if (old is None and len(self._files) >= self.max_files) or self._bytes + growth > self.max_bytes:
                 return False
             if old is not None:
@@ -241,7 +311,7 @@ class RepositoryIndex:
             file_id, self._next_id = self._next_id, self._next_id + 1
             first = self._table.add(file_id, windows)
             self._files[file_id] = IndexedFile(
-                file_id, root, relative, language, text, first, len(windows), from_buffer
+                file_id, root, relative, language, len(text), first, len(windows), kept, from_buffer
             )
             self._by_path[path] = file_id
             for tail in _tails(relative):
@@ -274,22 +344,24 @@ class RepositoryIndex:
             ids.remove(file_id)
             if not ids:
                 del self._by_tail[tail]
-        self._bytes -= len(file.text)
+        self._bytes -= file.size
         self._table.kill(file.first_window, file.windows)
+        with self._text_lock:
+            if (dropped := self._texts.pop(file_id, None)) is not None:
+                self._cached_chars -= len(dropped)
 
     def _compact_if_needed(self) -> None:
-        """Rebuild the table from the live files once dead windows outnumber live ones (built outside the
-        lock from the files as they are: the writer is this thread, so nothing changes meanwhile)."""
+        """Drop dead windows once they outnumber live ones (prepared outside the lock: the writer is this
+        thread, so nothing changes meanwhile; readers keep the old table until the swap)."""
         with self._lock:
             if self._table.dead < max(1000, self._table.live):
                 return
-            files = list(self._files.values())
-        table, moved = WindowTable(), {}
-        for file in files:
-            moved[file.id] = replace(file, first_window=table.add(file.id, windows_of(file.text)))
+            old, files = self._table, list(self._files.values())
+        table, moved = old.compacted()
+        renumbered = {f.id: replace(f, first_window=int(moved[f.first_window])) for f in files if f.windows}
         with self._lock:
             self._table = table
-            self._files.update(moved)
+            self._files.update(renumbered)
 
 
 def _tails(relative: str) -> list[str]:

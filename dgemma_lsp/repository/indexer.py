@@ -68,6 +68,7 @@ class Indexer:
         self._changes: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._walks: queue.SimpleQueue[Path] = queue.SimpleQueue()
         self._wake = threading.Event()
+        self._idle = threading.Event()  # set when the thread has nothing left to do
         self._stopped = threading.Event()
         self._buffers: set[Path] = set()  # files whose index entry is an open document's text
         self._thread = threading.Thread(target=self._run, name="dgemma-index", daemon=True)
@@ -79,6 +80,7 @@ class Indexer:
         folder = folder.resolve()
         if folder not in self.folders:
             self.folders.append(folder)
+            self._idle.clear()
             self._walks.put(folder)
             self._wake.set()
 
@@ -117,6 +119,10 @@ class Indexer:
 
         self._do(reread)
 
+    def run(self, work: Callable[[], object]) -> None:
+        """Do `work` on the indexer's thread, before the rest of the walk (a parse a completion wants)."""
+        self._do(work)
+
     def root_of(self, path: Path) -> Path | None:
         """The workspace folder holding `path`, the innermost if folders nest."""
         inside = [f for f in self.folders if path.is_relative_to(f)]
@@ -128,14 +134,14 @@ class Indexer:
         self._thread.join(timeout=5)
 
     def idle(self, timeout: float = 60.0) -> bool:
-        """Wait until every queued change and walk is done (for tests and benchmarks)."""
-        done = threading.Event()
-        self._do(done.set)
-        return done.wait(timeout) and self._walks.empty()
+        """Wait until every change and walk asked for so far is done (tests and benchmarks, which ask
+        from one thread)."""
+        return self._idle.wait(timeout)
 
     # --- the thread
 
     def _do(self, change: Callable[[], object]) -> None:
+        self._idle.clear()
         self._changes.put(change)
         self._wake.set()
 
@@ -150,6 +156,8 @@ class Indexer:
                 except queue.Empty:
                     break
                 self._walk(folder)
+            if self._changes.empty() and self._walks.empty():
+                self._idle.set()
 
     def _apply_changes(self) -> None:
         while True:

@@ -10,6 +10,7 @@ and the snippets change only when what was chosen does, so typing keeps the prom
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,6 +34,7 @@ LOOKUP_CHARS = 512 * 1024
 OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
 REQUERY_S = 1.0  # after the index changed, a query whose terms did not runs again at most this often
 _TYPED_WORD = re.compile(r"\w+$")
+_ATTRIBUTE = re.compile(r"\b([^\W\d]\w*)\.([^\W\d]\w*)")
 
 
 @dataclass(frozen=True)
@@ -59,25 +61,55 @@ def query_terms(text: str, cursor: int) -> frozenset[str]:
 
 
 class Definitions:
-    """What each indexed file defines, parsed once per version of the file (a bounded memo)."""
+    """What each indexed file defines, parsed once per version of the file (a bounded memo).
 
-    def __init__(self, registry: LanguageRegistry, capacity: int = 4096) -> None:
+    `of` parses on the calling thread; with a `later` (the server's indexer thread), `known` hands a
+    file it has not parsed to it instead and answers None meanwhile, so no completion waits for a parse.
+    """
+
+    def __init__(
+        self,
+        registry: LanguageRegistry,
+        capacity: int = 4096,
+        later: Callable[[Callable[[], object]], None] | None = None,
+    ) -> None:
         self.registry = registry
         self.capacity = capacity
+        self.later = later
+        self.generation = 0  # counts the files parsed: a retrieval that waited for one looks again
         self._memo: OrderedDict[tuple[Path, int], dict[str, str]] = OrderedDict()
+        self._asked: set[tuple[Path, int]] = set()
+        self._lock = threading.Lock()
 
-    def of(self, file: IndexedFile) -> dict[str, str]:
+    def of(self, file: IndexedFile, index: RepositoryIndex) -> dict[str, str]:
         key = (file.root, file.id)  # ids are an index's own: several indexes may share the memo
-        found = self._memo.get(key)
-        if found is None:
-            grammar = self.registry.grammar(file.language)
-            found = definitions(file.text, file.language, grammar) if grammar is not None else {}
+        with self._lock:
+            found = self._memo.get(key)
+            if found is not None:
+                self._memo.move_to_end(key)
+                return found
+        grammar = self.registry.grammar(file.language)
+        found = definitions(index.text_of(file), file.language, grammar) if grammar is not None else {}
+        with self._lock:
             self._memo[key] = found
+            self._asked.discard(key)
             if len(self._memo) > self.capacity:
                 self._memo.popitem(last=False)
-        else:
-            self._memo.move_to_end(key)
+            self.generation += 1
         return found
+
+    def known(self, file: IndexedFile, index: RepositoryIndex) -> dict[str, str] | None:
+        """The file's definitions if parsed, else None (parsed later when there is a `later`, else now)."""
+        if self.later is None:
+            return self.of(file, index)
+        key = (file.root, file.id)
+        with self._lock:
+            found = self._memo.get(key)
+            if found is not None or key in self._asked:
+                return found
+            self._asked.add(key)
+        self.later(lambda: self.of(file, index))
+        return None
 
 
 @dataclass(frozen=True)
@@ -115,6 +147,7 @@ class DocumentRetrieval:
         self._chosen: tuple[_Window, ...] = ()
         self._imports: tuple[Import, ...] | None = None
         self._definitions: tuple[Snippet, ...] = ()
+        self._parsed_seen = -1  # the definitions' generation the imports were read at
         self._import_files: tuple[IndexedFile, ...] = ()
         self._rendered: tuple[tuple, Related] | None = None
 
@@ -134,7 +167,8 @@ class DocumentRetrieval:
         changed = generation != self._generation_seen and now - self._queried_at >= REQUERY_S
         if changed:  # files indexed, changed, opened or closed since: read them again
             self._generation_seen, self._queried_at = generation, now
-        self._update_imports(text, source, language, tree, changed)
+        parsed = self.definitions.generation != self._parsed_seen  # an imported file parsed since
+        self._update_imports(text, source, language, tree, changed or parsed)
         self._update_windows(query_terms(text, cursor), open_paths, changed)
         key = (self._chosen, self._definitions, budget_tokens, open_paths)
         if self._rendered is None or self._rendered[0] != key:
@@ -149,30 +183,19 @@ class DocumentRetrieval:
         imports = tuple(imports_of(tree.root_node, source, language)) if tree is not None else ()
         if imports == self._imports and not changed:
             return
-        self._imports = imports
+        self._imports, self._parsed_seen = imports, self.definitions.generation
         relative = self.path.relative_to(self.root).as_posix() if self.path and self.root else ""
         importer = self.index.get(self.path) if self.path else None
-        wanted: dict[IndexedFile, list[str]] = {}  # each imported file, the names taken from it
+        attributes = _attributes(text) if any(i.alias for i in imports) else {}
+        shown: dict[IndexedFile, dict[str, str]] = {}  # each imported file, what is shown of it
         for imported in imports:
             for file in resolve(self.index, imported, importer, self.root, relative, language):
-                names = wanted.setdefault(file, [])
-                names += [n for n in self._names(file, imported, text) if n not in names]
-        snippets = [
-            Snippet(file.path, "\n\n".join(self.definitions.of(file)[name] for name in names))
-            for file, names in wanted.items()
-            if names
-        ]
-        self._definitions, self._import_files = tuple(snippets), tuple(wanted)
-
-    def _names(self, file: IndexedFile, imported: Import, text: str) -> list[str]:
-        """The names of `file` an import takes: those it names, else those the document uses of the
-        module (`alias.name`), else the first few the module defines."""
-        defined = self.definitions.of(file)
-        wanted = [name for name in imported.names if name in defined]
-        if not wanted and imported.alias:
-            used = re.findall(rf"\b{re.escape(imported.alias)}\.(\w+)", text)
-            wanted = [name for name in dict.fromkeys(used) if name in defined]
-        return wanted or list(defined)[:MODULE_NAMES]
+                defined = self.definitions.known(file, self.index)
+                if defined is not None:
+                    taken = shown.setdefault(file, {})
+                    taken |= {name: defined[name] for name in _names(defined, imported, attributes)}
+        snippets = [Snippet(file.path, "\n\n".join(taken.values())) for file, taken in shown.items() if taken]
+        self._definitions, self._import_files = tuple(snippets), tuple(shown)
 
     def _update_windows(self, query: frozenset[str], open_paths: frozenset[Path], changed: bool) -> None:
         if query == self._terms and not changed:
@@ -201,7 +224,8 @@ class DocumentRetrieval:
             snippets.append(snippet)
             used += cost
         for window in self._chosen:
-            shown = window.file.lines(window.start_line, WINDOW_LINES).strip("\n")
+            lines = self.index.text_of(window.file).split("\n")
+            shown = "\n".join(lines[window.start_line : window.start_line + WINDOW_LINES]).strip("\n")
             cost = count_tokens(f"{window.file.path}\n{shown}") + 1
             if used + cost > budget:
                 break
@@ -211,11 +235,28 @@ class DocumentRetrieval:
         for file in dict.fromkeys([*(w.file for w in self._chosen), *self._import_files]):
             if file.absolute in open_paths:
                 continue  # an open document is searched as one already
-            if len(lookup) >= LOOKUP_FILES or size + len(file.text) > LOOKUP_CHARS:
+            if len(lookup) >= LOOKUP_FILES or size + file.size > LOOKUP_CHARS:
                 break
-            lookup.append(file.text)
-            size += len(file.text)
+            lookup.append(self.index.text_of(file))
+            size += file.size
         return Related(tuple(snippets), tuple(lookup))
+
+
+def _attributes(text: str) -> dict[str, list[str]]:
+    """`name.attribute` uses in `text`: each name's attributes, in order of first use."""
+    found: dict[str, dict[str, None]] = {}
+    for name, attribute in _ATTRIBUTE.findall(text):
+        found.setdefault(name, {})[attribute] = None
+    return {name: list(attributes) for name, attributes in found.items()}
+
+
+def _names(defined: dict[str, str], imported: Import, attributes: dict[str, list[str]]) -> list[str]:
+    """The names of a file an import takes: those it names, else those the document uses of the module
+    (`alias.name`), else the first few the module defines."""
+    wanted = [name for name in imported.names if name in defined]
+    if not wanted and imported.alias:
+        wanted = [name for name in attributes.get(imported.alias, ()) if name in defined]
+    return wanted or list(defined)[:MODULE_NAMES]
 
 
 def _pick(candidates: list[_Window]) -> tuple[_Window, ...]:

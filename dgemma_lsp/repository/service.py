@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.files import FileRules
+from dgemma_lsp.repository.files import FileRules, read_code
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
@@ -54,10 +54,15 @@ class Repository:
         self.trusted = True  # False: a TCP client that did not present the secret
         self.index: RepositoryIndex | None = None
         self.indexer: Indexer | None = None
-        self.definitions = Definitions(registry)
+        self.definitions = Definitions(registry, later=self._later)
         self._settings: tuple | None = None  # what the index was built with
         self._open: dict[str, Path] = {}
         self._retrievals: dict[str, DocumentRetrieval] = {}
+
+    def _later(self, work: Callable[[], object]) -> None:
+        """Parse an imported file on the indexer's thread, off the event loop."""
+        if self.indexer is not None:
+            self.indexer.run(work)
 
     @property
     def on(self) -> bool:
@@ -81,7 +86,7 @@ class Repository:
         if not wanted:
             return
         self._settings = settings
-        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2])
+        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2], read=read_code)
         self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
         for folder in self.folders:
             self.indexer.add_folder(folder)

@@ -30,7 +30,7 @@ class ContextOptions:
     workspace_tokens: int = 384  # of the prompt, for other files' snippets (0: lookup drafts only)
     workspace_exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to each workspace folder
     workspace_max_files: int = 10_000
-    workspace_max_bytes: int = 48 * 1024 * 1024  # of text held in memory
+    workspace_max_bytes: int = 128 * 1024 * 1024  # of code indexed (the texts stay on disk)
     workspace_max_file_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:

@@ -4,6 +4,7 @@ ignored, secret and out-of-root files are never opened. Test material, not part 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -13,7 +14,8 @@ def main() -> int:
 
     def record(event: str, args: tuple) -> None:
         if event == "open" and isinstance(args[0], str | bytes | os.PathLike):
-            log.write(f"{os.fsdecode(args[0])}\n")
+            with contextlib.suppress(ValueError, OSError):  # at exit the log may be closed already
+                log.write(f"{os.fsdecode(args[0])}\n")
 
     sys.addaudithook(record)
     from dgemma_lsp.cli import main as serve

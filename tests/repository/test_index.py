@@ -40,7 +40,7 @@ def test_a_file_added_again_replaces_its_windows_and_a_removed_one_is_gone() -> 
     index = index_of({"geometry.py": GEOMETRY, "network.py": NETWORK})
     index.add(ROOT, ROOT / "geometry.py", "python", "def circle_area(radius):\n    return radius ** 2\n")
     assert index.query({"rectangle_area"}, 5) == []
-    assert index.query({"circle_area"}, 5)[0].file.text.startswith("def circle_area")
+    assert index.text_of(index.query({"circle_area"}, 5)[0].file).startswith("def circle_area")
     assert index.stats().files == 2
     assert index.remove(ROOT / "geometry.py") and not index.remove(ROOT / "geometry.py")
     assert index.query({"circle_area"}, 5) == [] and index.get(ROOT / "geometry.py") is None

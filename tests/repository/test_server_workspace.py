@@ -108,7 +108,7 @@ async def test_an_open_buffer_supersedes_its_file_and_a_changed_file_is_read_aga
         assert await eventually(client, uri, "margins")
 
 
-async def eventually(client, uri: str, expected: str, timeout: float = 20) -> bool:
+async def eventually(client, uri: str, expected: str, timeout: float = 60) -> bool:
     """The completion starts with `expected` within `timeout` s (the indexer applies changes in turn)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
