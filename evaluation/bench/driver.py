@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -64,8 +65,9 @@ class BenchClient:
         def on_message(params: types.ShowMessageParams) -> None:
             self.log_lines.append(params.message)
 
-    async def start(self, model: str, options: dict) -> float:
-        """Start the server; returns the time from process start to initialize's answer."""
+    async def start(self, model: str, options: dict, folders: list[Path] = ()) -> float:
+        """Start the server (with `folders` as its workspace); returns the time from process start to
+        initialize's answer."""
         started = time.monotonic()
         await self.client.start_io(sys.executable, "-m", "dgemma_lsp", "--stdio", "--model", model)
         await self.client.initialize_async(
@@ -78,6 +80,8 @@ class BenchClient:
                     ),
                 ),
                 initialization_options=options,
+                workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders]
+                or None,
             )
         )
         self.client.initialized(types.InitializedParams())

@@ -148,7 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=5000, help="files of the assembled repository")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--assemble", type=Path, metavar="OUT", help="only write the repository to OUT (for bench)"
+    )
     args = parser.parse_args(argv)
+    if args.assemble:
+        assemble(args.assemble, args.files)
+        return 0
     registry, options = LanguageRegistry(), Options()
     with tempfile.TemporaryDirectory(prefix="dgemma-repo-") as scratch:
         folder = args.folder or assemble(Path(scratch), args.files)

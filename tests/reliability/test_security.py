@@ -88,7 +88,7 @@ def allowed_open(path: str, roots: list[Path]) -> bool:
     return resolved.parent == Path(tempfile.gettempdir()).resolve() and not resolved.exists()
 
 
-def test_a_whole_session_stays_local_reads_only_its_own_files_and_logs_no_code(
+def test_a_whole_session_stays_local_reads_only_its_own_and_its_workspaces_files_and_logs_no_code(
     tiny_model_dir: Path, tmp_path: Path, figures: dict
 ) -> None:
     # The model folder: the tiny checkpoint with hostile pickles planted beside its safetensors.
@@ -179,13 +179,16 @@ def test_a_whole_session_stays_local_reads_only_its_own_files_and_logs_no_code(
     events = audit_events(audit)
     network = [e for e in events if e["event"] in NETWORK_EVENTS]
     opened = sorted({e["path"] for e in events if e["event"] == "open"})
-    roots = [model, *PACKAGES, Path(sys.prefix), Path(sys.base_prefix), log_file]
+    roots = [model, *PACKAGES, Path(sys.prefix), Path(sys.base_prefix), log_file, workspace]
     figures["security: files opened by the server in a session"] = len(opened)
     figures["security: network events (connect, lookups, sends)"] = len(network)
     assert len(opened) > 100, "the audit hook saw the imports: it was installed"
     assert network == []
     assert [p for p in opened if not allowed_open(p, roots)] == []
-    assert not [p for p in opened if Path(p).resolve().is_relative_to(workspace)], "read the client's files"
+    # The workspace index reads the folder's code, never a file whose name says it is a secret (the
+    # document itself here: its buffer is what counts).
+    read = {Path(p).resolve() for p in opened if Path(p).resolve().is_relative_to(workspace.resolve())}
+    assert read == {(workspace / "neighbour.py").resolve()}
     assert not [p for p in opened if p.endswith((".bin", ".pt"))], "opened a pickle"
     assert not pickle_ran.exists()
 
