@@ -93,12 +93,17 @@ def _checkout_tool(command: str, argv: list[str]) -> int:
 
 
 def _configure_logging(verbose: bool, log_file: str | None) -> None:
+    """stderr (or --log-file) gets warnings and errors, -v debug lines too; the client gets the server's
+    details as window/logMessage (dgemma_lsp/lsp/client_log.py). Editors file stderr as errors."""
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    level = logging.DEBUG if verbose else logging.WARNING
+    handler.setLevel(level)  # the server's loggers pass info lines down for the client's log
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        handlers=[handler],
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler]
     )
+    # pygls logs whole messages (InitializeParams, every message sent) from INFO down: code stays out
+    # of logs unless the client turns debugLog on.
+    logging.getLogger("pygls").setLevel(logging.WARNING)
 
 
 # The model worker runs Python between its torch calls and holds the GIL meanwhile; a thread waiting

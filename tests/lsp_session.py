@@ -15,9 +15,11 @@ SERVER = [sys.executable, "-m", "dgemma_lsp", "--stdio"]
 
 
 def capabilities(encodings: list[str] | None = None) -> types.ClientCapabilities:
-    # pytest-lsp's bundled client profiles declare no inline completion: say what an editor says.
+    # pytest-lsp's bundled client profiles declare no inline completion: say what an editor says, and
+    # that this client reads dgemma/status (the server sends it only to clients that say so).
     return types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
+        experimental={"dgemma": {"status": True}},
         window=types.WindowClientCapabilities(work_done_progress=True),
         workspace=types.WorkspaceClientCapabilities(
             workspace_folders=True,

@@ -58,30 +58,46 @@ async def test_capabilities_and_completion_after_incremental_edits(tiny_model_di
 EMOJI_SOURCE = "def greet():\n    s = '😀 你好 😀' + name\n    return s\n"
 
 
-@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
-async def test_position_encoding_is_negotiated(tiny_model_dir, encoding):
-    async with lsp_session(tiny_model_dir, encodings=[encoding]) as (_, init):
+# What each client offers, in its order: Neovim, VS Code (none: utf-16), lsp-mode (utf-32 first).
+OFFERS = {"utf-8": ["utf-8", "utf-16"], "utf-16": None, "utf-32": ["utf-32", "utf-8", "utf-16"]}
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+async def test_position_encoding_is_the_first_the_client_offers(tiny_model_dir, encoding):
+    async with lsp_session(tiny_model_dir, encodings=OFFERS[encoding]) as (_, init):
         assert init.capabilities.position_encoding == encoding
 
 
-async def test_utf8_and_utf16_sessions_give_the_same_edit(tiny_model_dir):
+UNIT_BYTES = {"utf-8": 1, "utf-16": 2, "utf-32": 4}
+
+
+def width(text: str, encoding: str) -> int:
+    """The length of `text` in LSP characters of `encoding` (counted here apart from the server's code)."""
+    codec = encoding if encoding == "utf-8" else f"{encoding}-le"
+    return len(text.encode(codec)) // UNIT_BYTES[encoding]
+
+
+async def test_utf8_utf16_and_utf32_sessions_give_the_same_edit(tiny_model_dir):
     line = EMOJI_SOURCE.split("\n")[1]
+    typed_at = line.index("😀") + 1  # right after the first emoji: positions past it differ by encoding
     answers = {}
-    for encoding, width in (
-        ("utf-8", len(line.encode("utf-8"))),
-        ("utf-16", len(line.encode("utf-16-le")) // 2),
-    ):
+    for encoding in OFFERS:
         # No deadline: how many steps fit in a time budget varies from run to run. The raw text, three
         # rows: the random tiny model's first row is often cut to nothing, and positions are the point.
         no_deadline = {"completion": {"latencyBudgetMs": 0, "candidates": 3, "syntaxRepair": False}}
-        async with lsp_session(tiny_model_dir, encodings=[encoding], options=no_deadline) as (client, _):
+        session = lsp_session(tiny_model_dir, encodings=OFFERS[encoding], options=no_deadline)
+        async with session as (client, init):
+            assert init.capabilities.position_encoding == encoding
             open_document(client, URI, EMOJI_SOURCE)
-            result = await inline(client, URI, 1, width)
+            at = width(line[:typed_at], encoding)
+            change(client, URI, 2, 1, at, 1, at, "🙂")  # a character outside the BMP, typed mid-line
+            end = width(line[:typed_at] + "🙂" + line[typed_at:], encoding)
+            result = await inline(client, URI, 1, end)
             assert result is not None and result.items
             item = result.items[0]
-            assert item.range.start == item.range.end == types.Position(line=1, character=width)
+            assert item.range.start == item.range.end == types.Position(line=1, character=end)
             answers[encoding] = item.insert_text
-    assert answers["utf-8"] == answers["utf-16"]
+    assert answers["utf-8"] == answers["utf-16"] == answers["utf-32"]
 
 
 async def test_bad_requests_get_errors_or_nothing_and_the_server_keeps_serving(tiny_model_dir):

@@ -30,6 +30,7 @@ REWRITE_TITLE = "Rewrite block with DiffusionGemma"
 
 
 def initialize(ls: DgemmaServer, params: types.InitializeParams) -> None:
+    ls.follow_trace(params.trace)
     ls.documents = Workspace(ls.registry, ls.workspace.position_encoding or "utf-16", ls.repository.retrieval)
     raw = params.initialization_options
     if ls.tcp_token is not None:
@@ -50,6 +51,10 @@ def folder_uris(params: types.InitializeParams) -> list[str]:
     if params.root_uri:
         return [params.root_uri]
     return [Path(params.root_path).resolve().as_uri()] if params.root_path else []
+
+
+def set_trace(ls: DgemmaServer, params: types.SetTraceParams) -> None:
+    ls.follow_trace(params.value)
 
 
 def initialized(ls: DgemmaServer, params: types.InitializedParams) -> None:
@@ -154,6 +159,11 @@ async def inline_completion(
         record(answer.source, multi_line, ls.last_latency_ms, answer.result, answer.queued_ms, answer.drafts)
     )
     ls.send_status()
+    logger.debug(
+        "completion at %d:%d: %d proposal(s) from %s in %.0f ms",
+        params.position.line, params.position.character, len(answer.proposals), answer.source,
+        ls.last_latency_ms,
+    )  # fmt: skip
     if ls.options.debug_log:
         logger.debug("completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals])
     return to_lsp.inline_completion_list(answer.proposals, opened.document, ls.documents.encoding)
@@ -242,6 +252,8 @@ def stats(ls: DgemmaServer, params: object) -> dict:
 def shutdown(ls: DgemmaServer, params: None) -> None:
     ls.scheduler.stop()
     ls.repository.stop()
+    if ls.client_log is not None:
+        ls.client_log.detach()
 
 
 def _opened(ls: DgemmaServer, uri: str) -> OpenDocument:
@@ -266,6 +278,7 @@ def register(server: DgemmaServer) -> None:
     for method, handler, options in (
         (types.INITIALIZE, initialize, None),
         (types.INITIALIZED, initialized, None),
+        (types.SET_TRACE, set_trace, None),
         (types.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration, None),
         (types.TEXT_DOCUMENT_DID_OPEN, did_open, None),
         (types.TEXT_DOCUMENT_DID_CHANGE, did_change, None),

@@ -1,7 +1,8 @@
 """The server's custom messages (`dgemma/*`), defined once: names, fields and their JSON form.
 
 The editors read the same fields: editors/vscode/src/protocol.ts and editors/nvim/lua/dgemma/lsp.lua
-(a test checks that the three agree).
+(a test checks that the three agree). A server-to-client notification goes only to a client that
+declares it handles it, in its `experimental` capability: `{"experimental": {"dgemma": {"status": true}}}`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 STATUS = "dgemma/status"  # notification, server -> client
 NEXT_EDIT = "dgemma/nextEdit"  # request, client -> server
 STATS = "dgemma/stats"  # request, client -> server
+CAPABILITY = "dgemma"  # the key under the client's `experimental` capability
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,14 @@ class NextEditResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def client_handles(experimental: object, notification: str) -> bool:
+    """Whether a client's `experimental` capability says it handles `notification` (`dgemma/status`:
+    `{"dgemma": {"status": true}}`): clients that do not know a custom notification warn about it."""
+    name = notification.removeprefix(f"{CAPABILITY}/")
+    declared = experimental.get(CAPABILITY) if isinstance(experimental, dict) else None
+    return isinstance(declared, dict) and declared.get(name) is True
 
 
 def wants_reset(params: object) -> bool:

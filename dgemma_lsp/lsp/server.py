@@ -23,7 +23,7 @@ from dgemma_lsp import __version__
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.service import InlineService
-from dgemma_lsp.lsp import messages
+from dgemma_lsp.lsp import client_log, messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
 from dgemma_lsp.repository.indexer import Progress
 from dgemma_lsp.repository.service import Repository
@@ -60,6 +60,7 @@ class DgemmaServer(LanguageServer):
         self._index_events: asyncio.Queue[Progress] | None = None  # the indexer's progress, on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
+        self.client_log: client_log.ClientLog | None = None  # set up at initialize
 
     def _with_override(self, options: Options) -> Options:
         return replace(options, model=self.model_override) if self.model_override else options
@@ -72,7 +73,22 @@ class DgemmaServer(LanguageServer):
         self.log(message, level)
 
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
-        self.window_log_message(types.LogMessageParams(type=level, message=message))
+        """A line for the log: the client's (`window/logMessage`, at the level its trace asks for), and
+        stderr for warnings and errors."""
+        logger.log(client_log.python_level(level), "%s", message)
+
+    def follow_trace(self, trace: types.TraceValue | str | None) -> None:
+        """Send the client the log lines its trace setting asks for (`initialize`, `$/setTrace`)."""
+        level = client_log.level_for_trace(trace)
+        if self.client_log is None:
+            self.client_log = client_log.ClientLog(self._send_log, asyncio.get_running_loop(), level)
+            self.client_log.attach()
+        else:
+            self.client_log.follow(level)
+
+    def _send_log(self, kind: types.MessageType, text: str) -> None:
+        if self.protocol.writer is not None:
+            self.window_log_message(types.LogMessageParams(type=kind, message=text))
 
     def report_server_error(self, error: Exception, source: object) -> None:
         # pygls would show every out-of-band error (a malformed notification, say) as a popup; the log
@@ -82,17 +98,13 @@ class DgemmaServer(LanguageServer):
             with contextlib.suppress(Exception):
                 self.protocol.send_error(None, JsonRpcParseError(f"the message is not valid JSON: {error}"))
         logger.error("%s: %s", getattr(source, "__name__", source), error)
-        with contextlib.suppress(Exception):  # the transport itself may be what failed
-            self.log(f"{getattr(source, '__name__', source)}: {error}", types.MessageType.Error)
 
     def apply_options(self, raw: object) -> None:
         options, problems = parse_options(raw, self.options)
         self.options = self._with_override(options)
-        # pygls logs every message it sends at INFO: completions and rewrites are code, kept out of
-        # the log unless debugLog is on (then the root logger's level decides, -v for DEBUG).
-        logging.getLogger("pygls.protocol.json_rpc").setLevel(
-            logging.NOTSET if self.options.debug_log else logging.WARNING
-        )
+        # pygls logs whole messages (InitializeParams, every message it sends): completions and
+        # rewrites are code, kept out of the log unless debugLog is on (then -v shows them on stderr).
+        logging.getLogger("pygls").setLevel(logging.NOTSET if self.options.debug_log else logging.WARNING)
         for problem in problems:
             self.tell(problem, types.MessageType.Warning)
 
@@ -224,7 +236,9 @@ class DgemmaServer(LanguageServer):
         )
 
     def send_status(self) -> None:
-        self.protocol.notify(messages.STATUS, self.status().to_json())
+        """`dgemma/status`, to a client that declared it handles it (the others get only standard LSP)."""
+        if messages.client_handles(self.client_capabilities.experimental, messages.STATUS):
+            self.protocol.notify(messages.STATUS, self.status().to_json())
 
 
 def create_server(model_override: str | None = None, window: AllocationWindow | None = None) -> DgemmaServer:

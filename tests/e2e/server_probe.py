@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 METHOD_NOT_FOUND = -32601
 
@@ -20,12 +23,19 @@ class ServerFeatures:
     next_edit: bool
 
 
-class _Rpc:
-    def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
+class RawClient:
+    """A bare JSON-RPC client over a server's stdio that keeps every message the server sent it.
+
+    `timeout`: a failure guard that kills the server, so that a read waiting for ever fails instead.
+    """
+
+    def __init__(self, argv: list[str], stderr: IO | int = subprocess.DEVNULL, timeout: float | None = None):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
         self.next_id = 0
+        self.received: list[dict] = []
+        self._guard = threading.Timer(timeout, self.proc.kill) if timeout else None
+        if self._guard is not None:
+            self._guard.start()
 
     def send(self, method: str, params: object, request: bool = True) -> int | None:
         message: dict = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -50,15 +60,22 @@ class _Rpc:
             name, _, value = line.decode().partition(":")
             if name.lower() == "content-length":
                 length = int(value)
-        return json.loads(self.proc.stdout.read(length))
+        message = json.loads(self.proc.stdout.read(length))
+        self.received.append(message)
+        return message
 
-    def answer(self, request_id: int | None) -> dict:
+    def wait_for(self, predicate: Callable[[dict], bool]) -> dict:
+        """Read until a message satisfies `predicate` (answering the server's requests meanwhile)."""
         while True:
             message = self.read()
-            if message.get("id") == request_id and "method" not in message:
-                return message
             if "method" in message and "id" in message:  # a request from the server: say yes
                 self.send_response(message["id"])
+            if predicate(message):
+                return message
+
+    def answer(self, request_id: int | None) -> dict:
+        """The response to our request `request_id` (the server's own requests get a yes meanwhile)."""
+        return self.wait_for(lambda message: message.get("id") == request_id and "method" not in message)
 
     def send_response(self, request_id: int) -> None:
         body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": None}).encode()
@@ -74,10 +91,12 @@ class _Rpc:
         except (EOFError, OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()
+        if self._guard is not None:
+            self._guard.cancel()
 
 
 def probe(server: Path, model: Path) -> ServerFeatures:
-    rpc = _Rpc([str(server), "--stdio"])
+    rpc = RawClient([str(server), "--stdio"])
     try:
         init = rpc.answer(
             rpc.send(
