@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 _BASIC = ["#000000", "#cd0000", "#00cd00", "#cdcd00", "#0000ee", "#cd00cd", "#00cdcd", "#e5e5e5",
@@ -23,14 +24,13 @@ def _color256(n: int) -> str:
     return f"#{level:02x}{level:02x}{level:02x}"
 
 
-def ansi_to_html(text: str) -> str:
+def styled(text: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The runs of `text` (a pane captured with `capture-pane -e`) with the CSS style each is drawn in."""
     style: dict[str, str] = {}
-    out: list[str] = []
     for part in re.split(r"(\x1b\[[0-9;]*m)", text):
         if not part.startswith("\x1b["):
             if part:
-                css = ";".join(f"{k}:{v}" for k, v in style.items())
-                out.append(f'<span style="{css}">{html.escape(part)}</span>')
+                yield part, dict(style)
             continue
         codes = [int(c) if c else 0 for c in part[2:-1].split(";")]
         i = 0
@@ -62,6 +62,18 @@ def ansi_to_html(text: str) -> str:
             elif code == 49:
                 style.pop("background", None)
             i += 1
+
+
+def colours(line: str) -> list[tuple[str, str]]:
+    """Each character of one captured line with the colour it is drawn in ("default": the terminal's)."""
+    return [(char, style.get("color", "default")) for part, style in styled(line) for char in part]
+
+
+def ansi_to_html(text: str) -> str:
+    out = []
+    for part, style in styled(text):
+        css = ";".join(f"{k}:{v}" for k, v in style.items())
+        out.append(f'<span style="{css}">{html.escape(part)}</span>')
     body = "".join(out)
     return (
         f"<html><body style='margin:0;background:{BG}'><pre style='margin:8px;color:{FG};"

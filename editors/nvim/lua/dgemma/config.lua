@@ -32,9 +32,10 @@ M.defaults = {
   server = {},
   inline = {
     enabled = true,
-    -- "builtin": vim.lsp.inline_completion (Neovim 0.12+); "extmarks": this plugin draws the ghost
-    -- text (0.10, 0.11); "auto": builtin when there is one.
-    backend = "auto",
+    -- "extmarks": this plugin draws the ghost text (every version); "builtin": Neovim 0.12's
+    -- vim.lsp.inline_completion, which redraws a suggestion after keys that no longer fit it and can
+    -- show an answer to an older request (see :help dgemma-backends); "auto": builtin when there is one.
+    backend = "extmarks",
     debounce_ms = 150, -- extmarks backend: wait this long after a keystroke before asking
   },
   keys = {
@@ -56,6 +57,9 @@ M.defaults = {
     file = nil, -- nil: stdpath("log") .. "/dgemma.log"
   },
 }
+
+---The keys of `keys`, in the order they are documented (and listed by :checkhealth).
+M.key_names = { "accept", "accept_word", "accept_line", "dismiss", "next", "prev", "edit_accept", "edit_reject" }
 
 ---@param name string
 ---@param value any
@@ -97,7 +101,7 @@ function M.resolve(opts)
   one_of("inline.backend", config.inline.backend, { "auto", "builtin", "extmarks" })
   check("inline.debounce_ms", config.inline.debounce_ms, "number")
   check("keys", config.keys, "table")
-  for _, key in ipairs({ "accept", "accept_word", "accept_line", "dismiss", "next", "prev", "edit_accept", "edit_reject" }) do
+  for _, key in ipairs(M.key_names) do
     local value = config.keys[key]
     if value ~= false then
       check("keys." .. key, value, "string")

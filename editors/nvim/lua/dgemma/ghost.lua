@@ -1,7 +1,9 @@
----@brief Ghost text drawn with extmarks, for Neovim without vim.lsp.inline_completion (0.10, 0.11).
+---@brief Ghost text drawn with extmarks (the default backend on every Neovim version).
 ---
 --- A suggestion is anchored where it was asked for; while the user types the characters it starts
---- with, the rest stays shown (and a partial accept is just that: typing part of it).
+--- with, the rest stays shown (and a partial accept is just that: typing part of it). A key that does
+--- not fit it hides it at once; an answer to a request older than the text, the cursor or a dismiss
+--- is dropped.
 
 local lsp = require("dgemma.lsp")
 local text = require("dgemma.text")
@@ -20,6 +22,7 @@ local augroup = vim.api.nvim_create_augroup("dgemma.ghost", { clear = true })
 ---@field client_id integer|nil
 ---@field timer uv.uv_timer_t|nil
 ---@field tick integer              changedtick the request was sent at
+---@field generation integer        bumped by each request and each clear: older answers are dropped
 
 ---@type table<integer, dgemma.GhostState>
 local states = {}
@@ -27,7 +30,7 @@ local states = {}
 local config ---@type dgemma.Config
 
 local function state(bufnr)
-  states[bufnr] = states[bufnr] or { items = {}, index = 1, anchor = { 0, 0 }, tick = -1 }
+  states[bufnr] = states[bufnr] or { items = {}, index = 1, anchor = { 0, 0 }, tick = -1, generation = 0 }
   return states[bufnr]
 end
 
@@ -96,6 +99,7 @@ function M.clear(bufnr)
   if s then
     s.items = {}
     s.index = 1
+    s.generation = s.generation + 1
     local client = s.client_id and vim.lsp.get_client_by_id(s.client_id)
     if client and s.request_id then
       lsp.cancel(client, s.request_id)
@@ -147,7 +151,12 @@ local function request(bufnr)
     context = { triggerKind = 2 }, -- Automatic
   }
   s.client_id = client.id
+  s.generation = s.generation + 1
+  local generation = s.generation
   s.request_id = lsp.request(client, "textDocument/inlineCompletion", params, function(err, result)
+    if s.generation ~= generation then
+      return -- a newer request, or a dismiss, came after this one (a cancelled request may still answer)
+    end
     s.request_id = nil
     if err then
       log.debug("inlineCompletion error: " .. vim.inspect(err))

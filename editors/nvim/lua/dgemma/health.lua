@@ -21,8 +21,9 @@ function M.check()
   local backend = require("dgemma.config").backend(config)
   if backend == "builtin" then
     health.ok("ghost text: vim.lsp.inline_completion (built in)")
+    health.info("it can show suggestions that no longer fit what you typed: see :help dgemma-backends")
   else
-    health.ok("ghost text: drawn by dgemma with extmarks" .. (vim.lsp.inline_completion and " (by choice)" or ""))
+    health.ok("ghost text: drawn by dgemma with extmarks")
   end
   health.info("server and ghost-text management: " .. (vim.lsp.config and "vim.lsp.config + vim.lsp.enable" or "vim.lsp.start on FileType"))
 
@@ -64,12 +65,22 @@ function M.check()
   end
 
   health.start("dgemma: keys")
-  for name, lhs in pairs(config.keys) do
-    if lhs then
-      health.info(("%s: %s"):format(name, lhs))
-    end
+  for _, name in ipairs(require("dgemma.config").key_names) do
+    local lhs = config.keys[name]
+    health.info(("%s: %s"):format(name, lhs or "(not mapped)"))
   end
-  health.info("log file: " .. require("dgemma.log").path())
+
+  health.start("dgemma: logs")
+  local log = require("dgemma.log")
+  if vim.uv.fs_stat(log.path()) then
+    health.info("plugin log: " .. log.path())
+  else
+    health.info(("plugin log: nothing logged yet (level %s and above go to %s)"):format(log.level, log.path()))
+  end
+  local lsp_log = require("vim.lsp.log").get_filename()
+  if vim.uv.fs_stat(lsp_log) then
+    health.info("Neovim's LSP log (the server's warnings and errors): " .. lsp_log)
+  end
 end
 
 return M

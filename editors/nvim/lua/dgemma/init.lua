@@ -15,12 +15,24 @@ M.config = nil
 
 local augroup = vim.api.nvim_create_augroup("dgemma", { clear = true })
 
+-- The ghost text's terminal colour when the colour scheme gives none: 8, grey in 16- and 256-colour
+-- terminals. Neovim's default scheme colours ComplHint and Comment for the GUI only, so without
+-- 'termguicolors' (the default inside tmux) a ghost linked to them looked like code.
+local GHOST_CTERM = 8
+
 local function highlights()
   local set = function(name, link)
     vim.api.nvim_set_hl(0, name, { link = link, default = true })
   end
-  set("DgemmaSuggestion", vim.fn.hlexists("ComplHint") == 1 and "ComplHint" or "Comment")
-  set("DgemmaSuggestionInfo", "NonText")
+  local base = vim.fn.hlexists("ComplHint") == 1 and "ComplHint" or "Comment"
+  local ghost = vim.api.nvim_get_hl(0, { name = base, link = false })
+  vim.api.nvim_set_hl(0, "DgemmaSuggestion", {
+    default = true,
+    fg = ghost.fg,
+    ctermfg = ghost.ctermfg or GHOST_CTERM,
+    italic = ghost.italic,
+  })
+  set("DgemmaSuggestionInfo", "DgemmaSuggestion")
   set("DgemmaEditAdd", "DiffAdd")
   set("DgemmaEditHint", "Comment")
   -- The replaced text: DiffDelete's colours, struck through.
@@ -179,12 +191,14 @@ function M.configure(server)
   end
   local config = assert(M.config)
   config.server = vim.tbl_deep_extend("force", config.server, server or {})
+  local settings = { dgemma = lsp.as_object(config.server) }
   for _, client in ipairs((vim.lsp.get_clients or vim.lsp.get_active_clients)({ name = lsp.name })) do
-    lsp.notify(client, "workspace/didChangeConfiguration", { settings = { dgemma = config.server } })
+    lsp.notify(client, "workspace/didChangeConfiguration", { settings = settings })
   end
 end
 
----A statusline component: "dgemma: <model> <device> <latency>", "dgemma: loading", "" without a server.
+---A statusline component: "dgemma: <model> <device>[ <latency>ms]", "dgemma: loading[ <model>]",
+---"dgemma: <model> failed", "dgemma: off", "" without a server (:help dgemma-statusline).
 ---@return string
 function M.statusline()
   local status = lsp.status
@@ -195,7 +209,7 @@ function M.statusline()
     return "dgemma: off"
   end
   if not status or status.state == "none" then
-    return "dgemma: starting"
+    return "dgemma: loading" -- the server is up and about to load its model
   end
   local model = status.model and vim.fn.fnamemodify(status.model, ":t") or "model"
   if model == "" then

@@ -48,6 +48,22 @@ local function on_status(_, result, _)
   end)
 end
 
+---A table that goes out as a JSON object even when empty (an empty Lua table is encoded as a list).
+---@param options table
+---@return table
+function M.as_object(options)
+  return next(options) == nil and vim.empty_dict() or options
+end
+
+---Neovim's client capabilities, and the custom notification this plugin handles: the server sends
+---`dgemma/status` only to clients that declare it (other clients get standard LSP only).
+---@return lsp.ClientCapabilities|table
+function M.capabilities()
+  return vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(), {
+    experimental = { dgemma = { status = true } },
+  })
+end
+
 ---The vim.lsp client configuration.
 ---@param config dgemma.Config
 ---@return vim.lsp.ClientConfig|table
@@ -57,7 +73,8 @@ function M.client_config(config)
     cmd = config.cmd,
     filetypes = config.filetypes,
     root_markers = config.root_markers,
-    init_options = config.server,
+    init_options = M.as_object(config.server),
+    capabilities = M.capabilities(),
     handlers = { ["dgemma/status"] = on_status },
   }
 end
