@@ -60,3 +60,15 @@ def test_next_edit_params_are_checked_like_typed_ones():
         else:
             raise AssertionError(f"accepted {bad!r}")
     assert messages.wants_reset({"reset": True}) and not messages.wants_reset(None)
+
+
+def test_both_editors_declare_the_notifications_they_read():
+    # The server sends dgemma/status only to a client whose capabilities say it handles it.
+    name = messages.STATUS.removeprefix(f"{messages.CAPABILITY}/")
+    assert messages.client_handles({messages.CAPABILITY: {name: True}}, messages.STATUS)
+    assert not messages.client_handles(None, messages.STATUS)
+    assert not messages.client_handles({messages.CAPABILITY: {name: "yes"}}, messages.STATUS)
+    protocol = (EDITORS / "vscode" / "src" / "protocol.ts").read_text()
+    assert f"{{ {messages.CAPABILITY}: {{ {name}: true }} }}" in protocol
+    lua = (EDITORS / "nvim" / "lua" / "dgemma" / "lsp.lua").read_text()
+    assert f"experimental = {{ {messages.CAPABILITY} = {{ {name} = true }} }}" in lua

@@ -9,10 +9,11 @@ import {
   type Middleware,
   RevealOutputChannelOn,
   State,
+  type StaticFeature,
 } from "vscode-languageclient/node";
 import { notFoundMessage, resolveCommand } from "./command";
 import { parseLogLine } from "./logLevels";
-import { isServerStatus, REWRITE_KIND, STATUS_NOTIFICATION } from "./protocol";
+import { EXPERIMENTAL_CAPABILITIES, isServerStatus, REWRITE_KIND, STATUS_NOTIFICATION } from "./protocol";
 import { languageEnabled, serverOptions } from "./settings";
 import type { StatusBar } from "./status";
 
@@ -26,6 +27,17 @@ export function currentServerOptions() {
   const config = settings();
   return serverOptions((key) => config.get(key));
 }
+
+/** Declares the custom notifications this extension handles (the server sends them only then). */
+const customNotifications: StaticFeature = {
+  fillClientCapabilities(capabilities) {
+    const declared = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    capabilities.experimental = { ...declared, ...EXPERIMENTAL_CAPABILITIES };
+  },
+  initialize() {},
+  getState: () => ({ kind: "static" }),
+  clear() {},
+};
 
 function workspacePaths(): string[] {
   return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
@@ -98,6 +110,7 @@ export class ServerManager implements vscode.Disposable {
     this.log.info(`starting ${resolved.command} ${args.join(" ")}`);
     this.statusBar.setPhase("starting");
     const client = new LanguageClient("dgemma", "DiffusionGemma", executable, this.clientOptions());
+    client.registerFeature(customNotifications);
     this.client = client;
     this.subscriptions.push(
       client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {

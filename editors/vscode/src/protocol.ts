@@ -1,6 +1,11 @@
 // The server's custom messages (defined in dgemma_lsp/lsp/messages.py) and the kinds this extension asks for.
 
 export const STATUS_NOTIFICATION = "dgemma/status";
+/**
+ * What the extension declares under the `experimental` client capability: the server sends its custom
+ * notifications only to clients that declare them (every other client gets standard LSP only).
+ */
+export const EXPERIMENTAL_CAPABILITIES = { dgemma: { status: true } };
 export const NEXT_EDIT_REQUEST = "dgemma/nextEdit";
 export const REWRITE_KIND = "refactor.rewrite";
 
