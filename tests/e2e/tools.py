@@ -19,6 +19,12 @@ TOOLS = Path(os.environ.get("DGEMMA_EDITOR_TOOLS", Path.home() / ".cache" / "dge
 NODE_MODULES = TOOLS / "node" / "node_modules"
 VSIX = ROOT / "editors" / "vscode" / "dgemma.vsix"
 ARTIFACTS = ROOT / "test-artifacts"
+# lsp-mode with inline completion (10.0.0 and newer): $DGEMMA_LSP_MODE_DIR, or the upstream copy that
+# sits beside a checkout in the shared workspace (GPL-3.0 test material, never part of this repository).
+LSP_MODE = Path(os.environ.get("DGEMMA_LSP_MODE_DIR", ROOT.parent / "shared" / "vendor" / "lsp-mode"))
+# Debian's elpa-* packages: the libraries lsp-mode needs.
+ELPA = Path("/usr/share/emacs/site-lisp/elpa")
+LSP_MODE_LIBRARIES = ("dash", "f", "s", "ht", "spinner", "lv", "markdown-mode")
 
 
 class Missing(Exception):
@@ -118,3 +124,32 @@ def find_vsix() -> Path:
     if newest > VSIX.stat().st_mtime:
         raise Missing(f"{VSIX} is older than its sources: run `{INSTALL}` to rebuild it")
     return VSIX
+
+
+def find_emacs() -> Path:
+    """Emacs 28 or newer (Debian's emacs-nox), with emacsclient beside it."""
+    found = shutil.which("emacs")
+    if found is None or shutil.which("emacsclient") is None:
+        raise Missing(f"emacs-nox is not installed: run `{INSTALL}` (apt-get install emacs-nox)")
+    return Path(found)
+
+
+def find_lsp_mode() -> Path:
+    """The folder of an lsp-mode that has inline completion (lsp-inline-completion.el)."""
+    if not (LSP_MODE / "lsp-inline-completion.el").is_file():
+        raise Missing(
+            f"no lsp-mode with inline completion at {LSP_MODE}: set DGEMMA_LSP_MODE_DIR to a folder of "
+            "lsp-mode 10.0.0 or newer (its .el files)"
+        )
+    return LSP_MODE
+
+
+def find_elpa_libraries() -> list[Path]:
+    """The folders of the libraries lsp-mode needs (Debian's elpa-dash, elpa-f, ...)."""
+    folders = []
+    for name in LSP_MODE_LIBRARIES:
+        found = sorted(ELPA.glob(f"{name}-[0-9]*"))
+        if not found:
+            raise Missing(f"the Emacs library {name} is not installed (elpa-{name}): run `{INSTALL}`")
+        folders.append(found[-1])
+    return folders
