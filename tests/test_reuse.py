@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import replace
 
+import pytest
+
+from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.context import build_context
+from dgemma_lsp.inline.pipeline import execute
+from dgemma_lsp.inline.planning import prepare
 from dgemma_lsp.inline.proposal import Proposal
 from dgemma_lsp.inline.reuse import RECENT_CONTEXTS, InlineMemory, context_key
+from dgemma_lsp.inline.service import InlineService
+from dgemma_lsp.runtime.options import CompletionOptions, Options
+from dgemma_lsp.runtime.scheduler import Scheduler
 
 
 def count(text: str) -> int:
@@ -66,3 +77,37 @@ def test_accept_detection_and_a_speculation_handed_out_once():
     memory.speculation = (context_key(context), future)
     assert memory.take_speculation(context_key(context)) is future
     assert memory.take_speculation(context_key(context)) is None
+
+
+# No deadline: how many steps fit in a time budget varies from run to run; without one the tiny model's
+# answer for a context is always the same.
+OPEN_GATES = Options(completion=CompletionOptions(latency_budget_ms=0))
+CLOSED_GATES = Options(
+    completion=replace(
+        OPEN_GATES.completion, min_mean_confidence_percent=100, min_next_token_confidence_percent=100
+    )
+)
+
+
+@pytest.mark.parametrize("options", [OPEN_GATES, CLOSED_GATES], ids=["open gates", "closed gates"])
+async def test_a_speculative_answer_passes_the_same_gates_as_any_other(tiny_engine, options):
+    # The completion started right after an accept is the pipeline's answer for that context: the same
+    # confidence gates, post-processing and parse guard (closed gates: nothing is offered, speculated
+    # or not).
+    text = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    result = \n"
+    cursor = text.index("result = ") + len("result = ")
+    opened = standalone(text, "python", LanguageRegistry(), "file:///shorten.py")
+    snapshot = opened.snapshot()
+    scheduler = Scheduler()
+    try:
+        service = InlineService(scheduler)
+        service.speculate(opened, snapshot, cursor, options, tiny_engine)
+        answer = await service.complete(
+            opened, snapshot, cursor, options, tiny_engine, time.monotonic(), lambda: True
+        )
+    finally:
+        scheduler.stop()
+    fresh = execute(prepare(snapshot, cursor, options, tiny_engine, time.monotonic()), tiny_engine)
+    assert answer is not None and answer.source == "speculative"
+    assert [p.text for p in answer.proposals] == [p.text for p in fresh.proposals]
+    assert bool(fresh.proposals) == (options is OPEN_GATES)
