@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.server_probe import RawClient
 
-URI = "file:///work/example.py"
+URI = "file:///project/example.py"
 SOURCE = "def shorten(text, width):\n    words = text.split()\n    result = \n    return result\n"
 DECLARES_STATUS = {"dgemma": {"status": True}}
 LOG_MESSAGE = "window/logMessage"
