@@ -93,10 +93,11 @@ def _checkout_tool(command: str, argv: list[str]) -> int:
 
 
 def _configure_logging(verbose: bool, log_file: str | None) -> None:
-    """stderr (or --log-file) gets warnings and errors, -v debug lines too; the client gets the server's
-    details as window/logMessage (dgemma_lsp/lsp/client_log.py). Editors file stderr as errors."""
+    """stderr gets warnings and errors (editors file it as errors), --log-file info lines too (with
+    debugLog on, the messages pygls sends), -v debug lines in either; the client gets the server's
+    details as window/logMessage (dgemma_lsp/lsp/client_log.py)."""
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    level = logging.DEBUG if verbose else logging.WARNING
+    level = logging.DEBUG if verbose else logging.INFO if log_file else logging.WARNING
     handler.setLevel(level)  # the server's loggers pass info lines down for the client's log
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler]
