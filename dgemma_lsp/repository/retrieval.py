@@ -32,6 +32,7 @@ MODULE_NAMES = 8  # definitions shown of a module imported whole, when none of i
 LOOKUP_FILES = 8
 LOOKUP_CHARS = 512 * 1024
 OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
+RECENT_BOOST = 1.25  # and so do files saved or changed lately
 REQUERY_S = 1.0  # after the index changed, a query whose terms did not runs again at most this often
 _TYPED_WORD = re.compile(r"\w+$")
 _ATTRIBUTE = re.compile(r"\b([^\W\d]\w*)\.([^\W\d]\w*)")
@@ -133,6 +134,7 @@ class DocumentRetrieval:
         path: Path | None,
         root: Path | None,
         open_paths: Callable[[], frozenset[Path]] = frozenset,
+        recent_paths: Callable[[], frozenset[Path]] = frozenset,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
@@ -140,6 +142,7 @@ class DocumentRetrieval:
         self.path = path
         self.root = root
         self.open_paths = open_paths  # the files of open documents: favoured, and searched as such
+        self.recent_paths = recent_paths  # files saved or changed lately: favoured
         self.clock = clock
         self._terms: frozenset[str] | None = None
         self._queried_at = 0.0
@@ -201,7 +204,7 @@ class DocumentRetrieval:
         if query == self._terms and not changed:
             return
         self._terms = query
-        boost = dict.fromkeys(open_paths, OPEN_BOOST)
+        boost = dict.fromkeys(self.recent_paths(), RECENT_BOOST) | dict.fromkeys(open_paths, OPEN_BOOST)
         hits = self.index.query(query, CANDIDATES, exclude=self.path, boost=boost)
         candidates = {window.key: window for window in (_Window(hit.file, hit.start_line) for hit in hits)}
         if self._chosen and all(window.key in candidates for window in self._chosen):

@@ -9,6 +9,7 @@ only one that presented the server's secret).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -21,6 +22,9 @@ from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
 from dgemma_lsp.runtime.options import Options
 
 logger = logging.getLogger(__name__)
+
+RECENT_S = 600.0  # a file saved or changed this long ago still counts as recently edited
+RECENT_FILES = 64
 
 
 def path_of(uri: str) -> Path | None:
@@ -57,6 +61,7 @@ class Repository:
         self.definitions = Definitions(registry, later=self._later)
         self._settings: tuple | None = None  # what the index was built with
         self._open: dict[str, Path] = {}
+        self._recent: dict[Path, float] = {}  # files saved or changed on disk, when
         self._retrievals: dict[str, DocumentRetrieval] = {}
 
     def _later(self, work: Callable[[], object]) -> None:
@@ -119,12 +124,25 @@ class Repository:
         if found is None:
             path = self._open.get(uri) or path_of(uri)
             root = self.indexer.root_of(path) if path is not None else None
-            found = DocumentRetrieval(self.index, self.definitions, path, root, self.open_paths)
+            found = DocumentRetrieval(
+                self.index, self.definitions, path, root, self.open_paths, self.recent_paths
+            )
             self._retrievals[uri] = found
         return found
 
     def open_paths(self) -> frozenset[Path]:
         return frozenset(self._open.values())
+
+    def recent_paths(self) -> frozenset[Path]:
+        """Files saved or changed in the last RECENT_S seconds."""
+        since = time.monotonic() - RECENT_S
+        return frozenset(path for path, when in self._recent.items() if when >= since)
+
+    def _touched(self, path: Path) -> None:
+        self._recent[path] = time.monotonic()
+        if len(self._recent) > RECENT_FILES:  # the oldest go first
+            for old in sorted(self._recent, key=self._recent.__getitem__)[: len(self._recent) - RECENT_FILES]:
+                del self._recent[old]
 
     def opened(self, uri: str, text: str) -> None:
         path = path_of(uri)
@@ -137,6 +155,7 @@ class Repository:
     def saved(self, uri: str, text: str) -> None:
         path = self._open.get(uri)
         if path is not None and self.indexer is not None:
+            self._touched(path)
             self.indexer.buffer(path, text)
 
     def closed(self, uri: str) -> None:
@@ -153,4 +172,5 @@ class Repository:
         if deleted:
             self.indexer.deleted(path)
         else:
+            self._touched(path)
             self.indexer.changed(path)

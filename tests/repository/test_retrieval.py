@@ -175,3 +175,19 @@ def test_the_document_itself_and_open_documents_are_not_lookup_texts() -> None:
     found = related(opened, MAIN)
     assert [s.path for s in found.snippets] == ["report.py"]  # still read into the prompt
     assert found.lookup_texts == ()  # searched as an open document already; main.py is the document
+
+
+def test_open_and_recently_edited_files_are_favoured() -> None:
+    twin = REPORT.replace("report_areas", "other_areas")
+    index = index_of({"a_report.py": REPORT, "b_report.py": twin})
+
+    def first(recent: frozenset[Path]) -> str:
+        retrieval = DocumentRetrieval(
+            index, Definitions(REGISTRY), ROOT / "main.py", ROOT, frozenset, lambda: recent
+        )
+        return (
+            related(retrieval, "def summarize(rows):\n    total = rectangle_area(shape)\n").snippets[0].path
+        )
+
+    assert first(frozenset()) == "a_report.py"  # equal scores: the earlier window
+    assert first(frozenset({ROOT / "b_report.py"})) == "b_report.py"
