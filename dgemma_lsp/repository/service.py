@@ -8,7 +8,6 @@ only one that presented the server's secret).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +19,6 @@ from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
 from dgemma_lsp.runtime.options import Options
-
-logger = logging.getLogger(__name__)
 
 RECENT_S = 600.0  # a file saved or changed this long ago still counts as recently edited
 RECENT_FILES = 64
@@ -50,7 +47,7 @@ def rules_of(options: Options, registry: LanguageRegistry) -> FileRules:
 
 
 class Repository:
-    """Workspace folders -> index -> per-document retrieval; nothing is read until `start`."""
+    """Workspace folders -> index -> per-document retrieval; nothing is read until `configure` says so."""
 
     def __init__(self, registry: LanguageRegistry) -> None:
         self.registry = registry
@@ -92,6 +89,7 @@ class Repository:
             return
         self._settings = settings
         self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2], read=read_code)
+        self.definitions = Definitions(self.registry, later=self._later)  # keyed by this index's file ids
         self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
         for folder in self.folders:
             self.indexer.add_folder(folder)
