@@ -16,6 +16,7 @@ from engine.api import (
     Snippet,
     Timings,
 )
+from engine.remote_settings import RemoteSettings
 
 
 def preload() -> None:
@@ -26,11 +27,17 @@ def preload() -> None:
     import_model_libraries()
 
 
-def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
-    """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL."""
+def load_engine(
+    spec: str = "default",
+    device: str = "auto",
+    threads: int | None = None,
+    remote: RemoteSettings | None = None,
+) -> Engine:
+    """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL
+    (`remote`: how to use a server, for a URL)."""
     from engine.loading import load_engine as _load
 
-    return _load(spec, device=device, threads=threads)
+    return _load(spec, device=device, threads=threads, remote=remote)
 
 
 __all__ = [
@@ -42,6 +49,7 @@ __all__ = [
     "EngineInfo",
     "InfillRequest",
     "InfillResult",
+    "RemoteSettings",
     "Snippet",
     "Timings",
     "load_engine",

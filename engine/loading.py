@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.api import Engine, EngineError, EngineInfo
+from engine.remote_settings import RemoteSettings
 
 logger = logging.getLogger(__name__)
 
@@ -143,12 +144,17 @@ def bound_kernel_caches(primitives: int = 64) -> None:
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(primitives))
 
 
-def load_engine(spec: str = "default", device: str = "auto", threads: int | None = None) -> Engine:
+def load_engine(
+    spec: str = "default",
+    device: str = "auto",
+    threads: int | None = None,
+    remote: RemoteSettings | None = None,
+) -> Engine:
     resolved = resolve_spec(spec)
     if resolved.kind == "remote":
         from engine.remote_engine import RemoteEngine
 
-        return RemoteEngine(resolved.location)
+        return RemoteEngine(resolved.location, remote)
     return _load_local(resolved, pick_device(device), threads)
 
 

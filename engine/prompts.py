@@ -13,15 +13,18 @@ instruction-tuned checkpoint, through the chat template its tokenizer ships.
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
 from tokenizers import Tokenizer
 
 from engine.api import Snippet
 from engine.line_tokens import LineMemoEncoder
-from engine.tokenizer import SpecialIds, language_token
+from engine.tokenizer import FILE_SEP, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, SpecialIds, language_token
 
 CURSOR_MARK = "<|missing code|>"
+Piece = TypeVar("Piece")
+Window = TypeVar("Window", bound=Sequence)
 
 
 class PromptFormat(Protocol):
@@ -76,7 +79,7 @@ class FimFormat:
             return []
         ids: list[int] = []
         for snippet in context:
-            encoded = [sep, *self.encode(f"{snippet.path}\n{snippet.text}")]
+            encoded = [sep, *self.encode(snippet_text(snippet))]
             if len(ids) + len(encoded) > budget:
                 break
             ids += encoded
@@ -85,11 +88,23 @@ class FimFormat:
     def layout(
         self, prefix_ids: list[int], suffix_ids: list[int], language: str, context_ids: list[int] = ()
     ) -> list[int]:
-        """[lang] (<file_sep> path code)* <fim_suffix> suffix <fim_prefix> prefix <fim_middle>: the one place
-        it is defined."""
+        """The prompt's ids in `fim_order`."""
         lang = self.tokenizer.token_to_id(language_token(language))
         s = self.special
-        return [lang, *context_ids, s.fim_suffix, *suffix_ids, s.fim_prefix, *prefix_ids, s.fim_middle]
+        return fim_order(
+            lang, list(context_ids), s.fim_suffix, s.fim_prefix, s.fim_middle, suffix_ids, prefix_ids
+        )
+
+    @staticmethod
+    def prompt_text(prefix: str, suffix: str, language: str, context: Sequence[Snippet] = ()) -> str:
+        """The same layout as text, its control tokens spelled out: for a server that tokenizes the
+        prompt itself (a remote engine, which has no tokenizer here), read as `layout`'s ids. The
+        snippets are the caller's to fit, and only for a tokenizer with a file separator."""
+        files = [FILE_SEP + snippet_text(snippet) for snippet in context]
+        order = fim_order(
+            language_token(language), files, FIM_SUFFIX, FIM_PREFIX, FIM_MIDDLE, [suffix], [prefix]
+        )
+        return "".join(order)
 
     def prompt_ids(
         self, prefix: str, suffix: str, language: str, max_tokens: int, context: tuple[Snippet, ...] = ()
@@ -105,8 +120,28 @@ class FimFormat:
 CONTEXT_SHARE = 2
 
 
-def fit_windows(prefix_ids: list[int], suffix_ids: list[int], budget: int) -> tuple[list[int], list[int]]:
-    """Keep the end of the prefix and the start of the suffix; the prefix gets >= 3/4 of a tight budget."""
+def fim_order(
+    lang: Piece,
+    context: list[Piece],
+    fim_suffix: Piece,
+    fim_prefix: Piece,
+    fim_middle: Piece,
+    suffix: list[Piece],
+    prefix: list[Piece],
+) -> list[Piece]:
+    """[lang] (<file_sep> path code)* <fim_suffix> suffix <fim_prefix> prefix <fim_middle>: the one place
+    the order is defined, for ids (`FimFormat.layout`) and for text (`FimFormat.prompt_text`) alike."""
+    return [lang, *context, fim_suffix, *suffix, fim_prefix, *prefix, fim_middle]
+
+
+def snippet_text(snippet: Snippet) -> str:
+    """A snippet as the FIM prompt holds it after its file separator: the path, a line break, the code."""
+    return f"{snippet.path}\n{snippet.text}"
+
+
+def fit_windows(prefix_ids: Window, suffix_ids: Window, budget: int) -> tuple[Window, Window]:
+    """Keep the end of the prefix and the start of the suffix; the prefix gets >= 3/4 of a tight budget
+    (in ids, or in characters for a text whose tokens are counted elsewhere)."""
     budget = max(budget, 0)
     if len(prefix_ids) + len(suffix_ids) <= budget:
         return prefix_ids, suffix_ids
@@ -122,6 +157,13 @@ INSTRUCTION = (
 )
 CONTEXT_INSTRUCTION = "Code from other files of the same repository, for reference:\n\n{snippets}\n\n"
 SNIPPET = "--- {path} ---\n{text}"
+
+
+def context_text(snippets: Sequence[str]) -> str:
+    """The chat prompt's paragraph of other files' snippets (`SNIPPET` blocks); empty without any."""
+    return CONTEXT_INSTRUCTION.format(snippets="\n\n".join(snippets)) if snippets else ""
+
+
 _FENCE = re.compile(r"^```[\w+-]*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -159,6 +201,18 @@ class Gemma4ChatFormat:
     def clean(self, text: str) -> str:
         return strip_fences(text)
 
+    @staticmethod
+    def messages(
+        prefix: str, suffix: str, language: str, snippets: Sequence[str] = ()
+    ) -> list[dict[str, str]]:
+        """The chat that asks for the middle, after the other files' `snippets` (`SNIPPET` blocks): what
+        the chat template lays out here, and what a remote engine sends for the server to lay out with
+        the template it serves."""
+        content = context_text(snippets) + INSTRUCTION.format(
+            language=language or "source", mark=CURSOR_MARK, prefix=prefix, suffix=suffix
+        )
+        return [{"role": "user", "content": content}]
+
     def prompt_ids(
         self, prefix: str, suffix: str, language: str, max_tokens: int, context: tuple[Snippet, ...] = ()
     ) -> list[int]:
@@ -171,18 +225,10 @@ class Gemma4ChatFormat:
                 break
             kept.append(block)
             used += cost
-        context_text = CONTEXT_INSTRUCTION.format(snippets="\n\n".join(kept)) if kept else ""
-        room = budget - (len(self.encode(context_text)) if kept else 0)
+        room = budget - (len(self.encode(context_text(kept))) if kept else 0)
         prefix_ids, suffix_ids = fit_windows(self.encode(prefix), self.encode(suffix), room)
-        content = context_text + INSTRUCTION.format(
-            language=language or "source",
-            mark=CURSOR_MARK,
-            prefix=self.decode(prefix_ids),
-            suffix=self.decode(suffix_ids),
-        )
-        ids = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": content}], tokenize=True, add_generation_prompt=True
-        )
+        chat = self.messages(self.decode(prefix_ids), self.decode(suffix_ids), language, kept)
+        ids = self.tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=True)
         if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding here
             ids = ids["input_ids"]
         return list(ids)

@@ -1,7 +1,9 @@
-"""The remote engine against a local OpenAI-compatible endpoint.
+"""The remote engine against stand-in servers, for what a real vLLM cannot be made to do here.
 
-A stand-in HTTP server plays vLLM here (no GPU server can run on this machine): it checks what the
-engine sends and answers the way the OpenAI chat-completions API does.
+A real vLLM serving DiffusionGemma is tested in test_vllm.py. A stand-in plays a server here only
+where the real one cannot show the case: a plain OpenAI-compatible server without vLLM's diffusion
+extras or /tokenize (an older vLLM, SGLang, any other), a 500, an answer that is not JSON, a server
+that never answers in time.
 """
 
 from __future__ import annotations
@@ -9,78 +11,183 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
 
 import pytest
 
-from engine import EngineError, InfillRequest, load_engine
+from engine import EngineError, InfillRequest, RemoteSettings, load_engine
+from engine.remote_http import RemoteError
+
+CHAT_ANSWER = {
+    "choices": [
+        {"message": {"content": "```python\nreturn a + b\n```"}, "finish_reason": "stop"},
+        {"message": {"content": "return a+b"}, "finish_reason": "stop"},
+    ],
+    "usage": {"prompt_tokens": 42},
+}
 
 
-class OpenAIStandIn(BaseHTTPRequestHandler):
-    seen: ClassVar[list[dict]] = []
-    delay_s = 0.0
+@dataclass
+class Behaviour:
+    """What the stand-in answers: status and body per path, a delay, and what it saw."""
 
-    def log_message(self, *args) -> None:  # keep test output clean
-        pass
+    answers: dict[str, tuple[int, object]] = field(default_factory=dict)
+    delay_s: float = 0.0
+    seen: list[tuple[str, dict | None, dict[str, str]]] = field(default_factory=list)
+    closed_early: threading.Event = field(default_factory=threading.Event)
 
-    def _send(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def do_GET(self) -> None:
-        self._send({"data": [{"id": "google/diffusiongemma-26B-A4B-it"}]})
+def _handler(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
 
-    def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        OpenAIStandIn.seen.append(request)
-        time.sleep(OpenAIStandIn.delay_s)
-        choices = [
-            {"message": {"content": "```python\nreturn a + b\n```"}},
-            {"message": {"content": "return a+b"}},
-        ]
-        self._send({"choices": choices[: request["n"]], "usage": {"prompt_tokens": 42}})
+        def log_message(self, *args) -> None:
+            pass
+
+        def _answer(self, body: dict | None) -> None:
+            behaviour.seen.append((self.path, body, dict(self.headers)))
+            status, payload = behaviour.answers.get(self.path, (404, {"detail": "Not Found"}))
+            if body is not None and self.path.startswith("/v1/") and behaviour.delay_s:
+                time.sleep(behaviour.delay_s)
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client went away before the answer
+                behaviour.closed_early.set()
+
+        def do_GET(self) -> None:
+            self._answer(None)
+
+        def do_POST(self) -> None:
+            self._answer(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+    return Handler
 
 
 @pytest.fixture
-def endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), OpenAIStandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    OpenAIStandIn.seen, OpenAIStandIn.delay_s = [], 0.0
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+def standin() -> Iterator[Callable[..., tuple[str, Behaviour]]]:
+    """Start a stand-in with given answers: returns its URL and its behaviour (changeable live)."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(**answers: tuple[int, object]) -> tuple[str, Behaviour]:
+        behaviour = Behaviour({"/v1/models": (200, {"data": [{"id": "some-chat-model"}]})})
+        behaviour.answers.update({k.replace("_", "/"): v for k, v in answers.items()})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(behaviour))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1", behaviour
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
-def test_a_url_spec_gives_a_remote_engine_that_asks_for_the_middle(endpoint):
-    engine = load_engine(endpoint)
-    assert engine.info.family == "remote" and "diffusiongemma" in engine.info.source
-    result = engine.infill(
-        InfillRequest(
-            prefix="def add(a, b):\n    ", suffix="\n", language="python", n_candidates=2, max_new_tokens=20
-        )
-    )
+def test_a_plain_server_gets_a_plain_chat_request_with_only_standard_fields(standin):
+    url, seen = standin(**{"_v1_chat_completions": (200, CHAT_ANSWER)})
+    engine = load_engine(url)
+    assert engine.info.family == "gemma4-chat" and "some-chat-model" in engine.info.source
+    request = InfillRequest(
+        prefix="def add(a, b):\n    ", suffix="\n", language="python", n_candidates=2, max_new_tokens=20,
+        drafts=("return a + b",), seed=7, min_new_tokens=1,
+    )  # fmt: skip
+    result = engine.infill(request)
     assert [c.text for c in result.candidates] == ["return a + b", "return a+b"]  # fences stripped
     assert result.prompt_tokens == 42
-    sent = OpenAIStandIn.seen[0]
-    assert sent["model"] == "google/diffusiongemma-26B-A4B-it" and sent["max_tokens"] == 20 and sent["n"] == 2
+    (sent,) = [body for path, body, _ in seen.seen if path == "/v1/chat/completions"]
+    assert sent["model"] == "some-chat-model" and sent["max_tokens"] == 20 and sent["n"] == 2
+    # No extras for a server that does not take them, and nothing a diffusion model refuses.
+    assert not {"vllm_xargs", "temperature", "seed", "min_tokens", "min_p"} & sent.keys()
     content = sent["messages"][0]["content"]
     assert "def add(a, b):\n    <|missing code|>\n" in content and "python" in content
 
 
-def test_the_deadline_bounds_the_wait(endpoint):
-    engine = load_engine(endpoint)
-    OpenAIStandIn.delay_s = 2.0
+def test_a_server_error_is_one_clear_line_and_the_engine_works_again_after(standin):
+    url, behaviour = standin(**{"_v1_chat_completions": (500, {"error": {"message": "CUDA out of memory"}})})
+    engine = load_engine(url)
+    with pytest.raises(RemoteError, match=r"HTTP 500: CUDA out of memory") as failed:
+        engine.infill(InfillRequest(prefix="x = "))
+    assert "\n" not in str(failed.value) and url.removesuffix("/v1") in str(failed.value)
+    behaviour.answers["/v1/chat/completions"] = (200, CHAT_ANSWER)
+    assert engine.infill(InfillRequest(prefix="x = ")).candidates
+
+
+def test_an_answer_that_is_not_json_is_a_clear_error(standin):
+    url, _ = standin(**{"_v1_chat_completions": (200, "<html>Bad gateway</html>")})
+    with pytest.raises(RemoteError, match="not JSON"):
+        load_engine(url).infill(InfillRequest(prefix="x = "))
+
+
+def test_an_answer_without_choices_is_a_clear_error(standin):
+    url, _ = standin(**{"_v1_chat_completions": (200, {"object": "error"})})
+    with pytest.raises(RemoteError, match="no choices"):
+        load_engine(url).infill(InfillRequest(prefix="x = "))
+
+
+def test_a_missed_deadline_returns_nothing_at_once_and_repeated_misses_say_the_server_is_slow(standin):
+    url, behaviour = standin(**{"_v1_chat_completions": (200, CHAT_ANSWER)})
+    engine = load_engine(url)
+    behaviour.delay_s = 3.0
     started = time.monotonic()
-    with pytest.raises(EngineError, match="remote engine"):
-        engine.infill(InfillRequest(prefix="x", deadline=time.monotonic() + 0.2))
-    assert time.monotonic() - started < 1.5
+    result = engine.infill(InfillRequest(prefix="x = ", deadline=time.monotonic() + 0.2))
+    assert result.stop_reason == "deadline" and not result.candidates
+    assert time.monotonic() - started < 2.0  # a generous guard: the answer would take 3 s
+    engine.infill(InfillRequest(prefix="x = ", deadline=time.monotonic() + 0.1))
+    with pytest.raises(RemoteError, match="latency budget"):
+        engine.infill(InfillRequest(prefix="x = ", deadline=time.monotonic() + 0.1))
+
+
+def test_a_superseded_request_is_abandoned_at_once_and_its_connection_closed(standin):
+    url, behaviour = standin(**{"_v1_chat_completions": (200, CHAT_ANSWER)})
+    engine = load_engine(url)
+    behaviour.delay_s = 3.0
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    result = engine.infill(InfillRequest(prefix="x = ", cancel=cancel))
+    assert result.stop_reason == "cancelled" and not result.candidates
+    assert time.monotonic() - started < 2.0  # a generous guard: the answer would take 3 s
+    assert behaviour.closed_early.wait(timeout=10)  # the stand-in found nobody to answer
+
+
+def test_the_api_key_is_sent_as_a_bearer_token_and_shown_nowhere(standin, monkeypatch):
+    url, behaviour = standin(**{"_v1_chat_completions": (500, {"error": {"message": "boom"}})})
+    monkeypatch.setenv("DGEMMA_API_KEY", "from-the-environment")
+    engine = load_engine(url, remote=RemoteSettings(api_key="sk-secret-123"))
+    with pytest.raises(RemoteError) as failed:
+        engine.infill(InfillRequest(prefix="x = "))
+    assert {h.get("Authorization") for _, _, h in behaviour.seen} == {"Bearer sk-secret-123"}
+    shown = f"{failed.value} {engine.info} {RemoteSettings(api_key='sk-secret-123')}"
+    assert "sk-secret-123" not in shown
+    load_engine(url)  # without the option: the environment's key
+    assert behaviour.seen[-1][2].get("Authorization") == "Bearer from-the-environment"
 
 
 def test_an_unreachable_server_is_a_clear_error():
-    with pytest.raises(EngineError, match=r"remote engine at http://127\.0\.0\.1:9"):
+    with pytest.raises(EngineError, match=r"remote engine at http://127\.0\.0\.1:9: cannot connect"):
         load_engine("http://127.0.0.1:9/v1")
+
+
+def test_a_server_that_serves_nothing_is_a_clear_error(standin):
+    url, _ = standin(**{"_v1_models": (200, {"data": []})})
+    with pytest.raises(EngineError, match="serves no model"):
+        load_engine(url)
+
+
+def test_the_family_can_be_forced(standin):
+    url, behaviour = standin(
+        **{"_v1_completions": (200, {"choices": [{"text": "1", "finish_reason": "stop"}]})}
+    )
+    engine = load_engine(url, remote=RemoteSettings(family="fim"))
+    assert engine.infill(InfillRequest(prefix="x = ", suffix="\n", language="python")).text == "1"
+    sent = behaviour.seen[-1][1]  # after the probe's (a seed canvas this server ignores)
+    assert sent["prompt"] == "<|lang:python|><|fim_suffix|>\n<|fim_prefix|>x = <|fim_middle|>"
+    with pytest.raises(EngineError, match="not one of"):
+        RemoteSettings(family="gpt")

@@ -1,0 +1,189 @@
+"""What a remote server is and can do, asked once: its model, prompt family, canvas and diffusion extras.
+
+A vLLM serving DiffusionGemma (0.32 and later) takes per-request diffusion controls in `vllm_xargs`
+(a seed canvas, pinned positions, a step cap, a canvas width, one-canvas reads) and checks them when a
+request arrives: a seed canvas of one id is refused with "must hold exactly N ids" (N: the served
+canvas) and an id past the vocabulary with "ids must be in [0, V)". The probe sends both and reads
+the canvas and the vocabulary off the refusals; nothing is generated. A server that answers
+otherwise (an older vLLM, SGLang, any OpenAI-compatible server) gets plain requests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from engine.remote_http import Call, HttpClient, RemoteError
+from engine.remote_settings import RemoteSettings
+from engine.tokenizer import EOS, FIM_MIDDLE, special_tokens
+
+# End-of-text tokens of the released chat checkpoint's tokenizer (Gemma 4), and of ours.
+CHAT_END_TOKENS = ("<eos>", "<end_of_turn>", "<turn|>")
+# A few lines of code: how many characters a token of the served tokenizer holds, to size windows.
+SAMPLE = (
+    "def mean(values: list[float]) -> float:\n"
+    '    """The arithmetic mean of `values`."""\n'
+    "    if not values:\n"
+    '        raise ValueError("mean of nothing")\n'
+    "    return sum(values) / len(values)\n"
+)
+_CANVAS = re.compile(r"diffusion_seed_canvas must hold exactly (\d+) ids")
+_VOCAB = re.compile(r"diffusion_seed_canvas ids must be in \[0, (\d+)\)")
+PROBE_ID = 2**31 - 1  # past any vocabulary
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the server said about itself: the engine builds its requests from this, doctor prints it."""
+
+    model: str
+    max_model_len: int | None
+    version: str | None
+    family: str  # fim or gemma4-chat
+    family_reason: str  # why that family: forced, or what the tokenizer holds
+    tokenize: bool  # /tokenize answers: ids can be sent
+    extras: bool  # vllm_xargs diffusion controls are understood
+    canvas: int  # the served canvas width (0: unknown)
+    vocab_size: int  # 0: unknown
+    eos_ids: tuple[int, ...] = ()
+    control_ids: tuple[int, ...] = ()  # ids a middle never holds: it ends there (EOS among them)
+    chars_per_token: float = 3.5
+    extras_note: str = ""  # why the extras are off
+
+    @property
+    def seeding(self) -> bool:
+        """Whether canvases can be seeded and pinned: extras, ids and an end-of-text id are known."""
+        return self.extras and self.tokenize and bool(self.eos_ids) and self.vocab_size > 0
+
+    def describe(self) -> list[str]:
+        """Lines for `dgemma-lsp doctor`."""
+        extras = (
+            f"diffusion extras (seed canvas, pinned positions, step cap): yes, canvas {self.canvas}, "
+            f"vocabulary {self.vocab_size:,}"
+            if self.extras
+            else f"diffusion extras: no ({self.extras_note}); plain requests"
+        )
+        return [
+            f"served model  {self.model} (max length {self.max_model_len or '?'} tokens)",
+            f"server        {'vLLM ' + self.version if self.version else 'version not given'}",
+            f"prompt        {self.family} ({self.family_reason})",
+            f"tokenize      {'yes' if self.tokenize else 'no (/tokenize missing)'}, "
+            f"~{self.chars_per_token:.1f} characters per token",
+            f"extras        {extras}",
+        ]
+
+
+def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
+    """Ask the server what it serves and supports; raises RemoteError when it cannot be used at all."""
+    models = client.call(Call("/v1/models")).get("data")
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict):
+        raise RemoteError(f"remote engine at {client.base} serves no model (GET /v1/models)", "malformed")
+    model = str(models[0].get("id", ""))
+    max_len = models[0].get("max_model_len")
+    version, fim, sample = _answers(
+        client,
+        [Call("/version"), _tokenize(model, FIM_MIDDLE), _tokenize(model, SAMPLE)],
+    )
+    tokenize = isinstance(sample, dict) and isinstance(sample.get("tokens"), list)
+    has_fim = isinstance(fim, dict) and len(fim.get("tokens") or []) == 1
+    family, reason = _family(settings.family, has_fim, tokenize)
+    eos_ids, control_ids = _control_ids(client, model, family) if tokenize else ((), ())
+    canvas, vocab, note = _extras(client, model)
+    per_token = len(SAMPLE) / max(1, len(sample["tokens"])) if tokenize else 3.5
+    return ServerFacts(
+        model=model,
+        max_model_len=max_len if isinstance(max_len, int) else None,
+        version=str(version["version"]) if isinstance(version, dict) and "version" in version else None,
+        family=family,
+        family_reason=reason,
+        tokenize=tokenize,
+        extras=canvas > 0 and vocab > 0,
+        canvas=canvas,
+        vocab_size=vocab,
+        eos_ids=eos_ids,
+        control_ids=control_ids,
+        chars_per_token=per_token,
+        extras_note=note,
+    )
+
+
+def _tokenize(model: str, text: str) -> Call:
+    return Call("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
+
+
+def _answers(client: HttpClient, calls: list[Call]) -> list[dict | None]:
+    """Answers to calls that may fail (None for those), sent at once."""
+    answers = client.calls(calls, errors=True)
+    if all(isinstance(a, RemoteError) and a.kind in ("unreachable", "timeout") for a in answers):
+        raise answers[0]  # type: ignore[misc]  # the server went away mid-probe
+    return [None if isinstance(a, RemoteError) else a for a in answers]
+
+
+def _family(forced: str, has_fim: bool, tokenize: bool) -> tuple[str, str]:
+    if forced != "auto":
+        return forced, "set by the remote family option"
+    if has_fim:
+        return "fim", f"its tokenizer has {FIM_MIDDLE}: a dgemma-lsp checkpoint"
+    if tokenize:
+        return "gemma4-chat", f"its tokenizer has no {FIM_MIDDLE}: the chat prompt"
+    return "gemma4-chat", "no /tokenize to tell: the chat prompt"
+
+
+def _control_ids(client: HttpClient, model: str, family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(end-of-text ids, ids a middle never holds), from the server's tokenizer."""
+    names = special_tokens() if family == "fim" else list(CHAT_END_TOKENS)
+    (joined,) = _answers(client, [_tokenize(model, "".join(names))])
+    ids = joined.get("tokens") if isinstance(joined, dict) else None
+    if isinstance(ids, list) and len(ids) == len(names):  # each one token: one call told them all
+        single = dict(zip(names, ids, strict=True))
+    else:
+        answers = _answers(client, [_tokenize(model, name) for name in names])
+        single = {
+            name: answer["tokens"][0]
+            for name, answer in zip(names, answers, strict=True)
+            if isinstance(answer, dict) and len(answer.get("tokens") or []) == 1
+        }
+    eos = (single[EOS],) if family == "fim" and EOS in single else tuple(single.values())
+    if family != "fim":
+        return eos, eos
+    return eos, tuple(sorted(set(single.values())))
+
+
+def _extras(client: HttpClient, model: str) -> tuple[int, int, str]:
+    """(canvas, vocabulary, why not) from the refusals of two seed canvases no server may take."""
+    answers = client.calls([_seeded(model, [0]), _seeded(model, [PROBE_ID])], errors=True)
+    canvas = _read(_CANVAS, answers[0])
+    vocab = _read(_VOCAB, answers[1])
+    if canvas and vocab:
+        return canvas, vocab, ""
+    first = answers[0]
+    if isinstance(first, RemoteError) and first.kind in ("unreachable", "timeout"):
+        raise first
+    if isinstance(first, RemoteError):
+        return 0, 0, f"a seed canvas was refused otherwise: {first}"
+    return 0, 0, "the server ignores vllm_xargs (not a vLLM serving DiffusionGemma)"
+
+
+def _seeded(model: str, seed: list[int]) -> Call:
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": "x",
+        "max_tokens": 1,
+        "vllm_xargs": {"diffusion_seed_canvas": seed},
+    }
+    return Call("/v1/completions", body)
+
+
+def _read(pattern: re.Pattern[str], answer: object) -> int:
+    if isinstance(answer, RemoteError) and answer.status == 400:
+        found = pattern.search(str(answer))
+        if found:
+            return int(found.group(1))
+    return 0
+
+
+def estimate_tokens(text: str, chars_per_token: float) -> int:
+    """Tokens `text` takes, from the server's characters per token (rounded up, never 0 for text)."""
+    return math.ceil(len(text) / chars_per_token) if text else 0
