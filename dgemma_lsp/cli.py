@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from engine.remote_settings import API_KEY_VARIABLE, FAMILIES
+
 SUBCOMMANDS = ("complete", "doctor", "bench", "eval")
 
 
@@ -52,12 +54,23 @@ def _complete_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--candidates", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_family(parser)
     return parser
+
+
+def _add_family(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default="auto",
+        help=f"for a URL: the prompt the served checkpoint expects (API key: ${API_KEY_VARIABLE})",
+    )
 
 
 def _doctor_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgemma-lsp doctor", description="report versions, device, model")
-    parser.add_argument("--model", default="default")
+    parser.add_argument("--model", default="default", help="a spec; for a URL, what the server serves")
+    _add_family(parser)
     return parser
 
 
@@ -146,7 +159,7 @@ def complete(args: argparse.Namespace) -> int:
     from dgemma_lsp.documents.workspace import standalone
     from dgemma_lsp.inline.pipeline import complete as complete_at
     from dgemma_lsp.runtime.options import CompletionOptions, Options
-    from engine import EngineError, load_engine
+    from engine import EngineError, RemoteSettings, load_engine
 
     try:
         text = args.file.read_text()
@@ -161,16 +174,16 @@ def complete(args: argparse.Namespace) -> int:
     language_id = args.language or (spec.language_ids[0] if spec else "plaintext")
     opened = standalone(text, language_id, registry, args.file.resolve().as_uri())
     cursor = opened.document.offset_at(args.line - 1, args.col - 1, "utf-32")  # utf-32 columns are characters
-    try:
-        engine = load_engine(args.model, device=args.device)
-    except EngineError as err:
-        print(f"dgemma-lsp: {err}", file=sys.stderr)
-        return 1
     options = Options(
         completion=CompletionOptions(latency_budget_ms=args.budget_ms, candidates=args.candidates)
     )
-    started = time.monotonic()
-    completion = complete_at(opened.snapshot(), cursor, options, engine, started)  # what an editor shows
+    try:
+        engine = load_engine(args.model, device=args.device, remote=RemoteSettings(family=args.family))
+        started = time.monotonic()
+        completion = complete_at(opened.snapshot(), cursor, options, engine, started)  # what an editor shows
+    except EngineError as err:  # one line, never a traceback: a missing model, a remote server down
+        print(f"dgemma-lsp: {err}", file=sys.stderr)
+        return 1
     result = completion.result
     latency_ms = (time.monotonic() - started) * 1000
     text_out = completion.proposals[0].text if completion.proposals else ""
@@ -199,8 +212,9 @@ def complete(args: argparse.Namespace) -> int:
 
 def doctor(args: argparse.Namespace) -> int:
     from dgemma_lsp.doctor import report
+    from engine import RemoteSettings
 
-    print(report(args.model))
+    print(report(args.model, RemoteSettings(family=args.family)))
     return 0
 
 

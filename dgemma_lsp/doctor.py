@@ -5,6 +5,8 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
+from engine.remote_settings import API_KEY_VARIABLE, RemoteSettings
+
 PACKAGES = (
     "dgemma-lsp",
     "torch",
@@ -14,6 +16,7 @@ PACKAGES = (
     "pygls",
     "lsprotocol",
     "tree-sitter",
+    "httpx",
 )
 
 
@@ -36,14 +39,14 @@ def _device() -> str:
     return f"cpu ({torch.get_num_threads()} threads)"
 
 
-def _model(spec: str) -> str:
+def _model(spec: str, remote: RemoteSettings) -> str:
     from engine import EngineError
     from engine.loading import check_checkpoint, resolve_spec
 
     try:
         resolved = resolve_spec(spec)
         if resolved.kind == "remote":
-            return f"{spec}: remote OpenAI-compatible server at {resolved.location}"
+            return _remote(resolved.location, remote)
         from pathlib import Path
 
         check_checkpoint(Path(resolved.location))
@@ -52,7 +55,26 @@ def _model(spec: str) -> str:
     return f"{spec}: {resolved.location}"
 
 
-def report(spec: str) -> str:
+def _remote(url: str, settings: RemoteSettings) -> str:
+    """What the server at `url` serves and supports (asked now), or why it cannot be used."""
+    from engine.remote_http import HttpClient, RemoteError
+    from engine.remote_server import probe
+
+    try:
+        client = HttpClient(url.rstrip("/").removesuffix("/v1"), settings.key(), settings.timeout_s)
+    except RemoteError as err:
+        return f"{url}: NOT USABLE: {err}"
+    try:
+        facts = probe(client, settings)
+    except RemoteError as err:
+        return f"{url}: NOT REACHABLE: {err}"
+    finally:
+        client.close()
+    key = "an API key is sent" if settings.key() else f"no API key (set {API_KEY_VARIABLE} if it needs one)"
+    return "\n".join([f"{url}: remote server, {key}", *("  " + line for line in facts.describe())])
+
+
+def report(spec: str, remote: RemoteSettings | None = None) -> str:
     from dgemma_lsp.documents.languages import LanguageRegistry
 
     registry = LanguageRegistry()
@@ -61,7 +83,7 @@ def report(spec: str) -> str:
     lines = [f"python        {platform.python_version()} ({platform.platform()})"]
     lines += [f"{package:<13} {_version(package)}" for package in PACKAGES]
     lines.append(f"device        {_device()}")
-    lines.append(f"model         {_model(spec)}")
+    lines.append(f"model         {_model(spec, remote or RemoteSettings())}")
     lines.append(f"grammars      {', '.join(available)}")
     if missing:
         errors = registry.errors()

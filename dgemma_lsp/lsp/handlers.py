@@ -22,7 +22,7 @@ from dgemma_lsp.lsp import messages, to_lsp
 from dgemma_lsp.lsp.server import DgemmaServer
 from dgemma_lsp.rewrite.targets import Target, next_edit_target, target_at
 from dgemma_lsp.runtime.stats import record
-from engine import Engine
+from engine import Engine, EngineError
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,13 @@ async def inline_completion(
     except asyncio.CancelledError:
         ls.stats.cancelled += 1
         raise
+    except EngineError as err:  # a remote server down, slow or confused: said in the status
+        ls.engine_failed(err)
+        return types.InlineCompletionList(items=[])
     if answer is None:
         return types.InlineCompletionList(items=[])
+    if answer.result is not None and answer.result.stop_reason != "deadline":
+        ls.engine_answered()
     ls.last_latency_ms = (time.monotonic() - started) * 1000
     ls.last_source = answer.source
     multi_line = answer.context.mode != "single_line"
@@ -205,9 +210,13 @@ async def code_action_resolve(ls: DgemmaServer, action: types.CodeAction) -> typ
     if engine is None or document.version != version or end > len(document.text):
         return action  # no edit: the text moved on, or no model; the client shows nothing to apply
     target = Target(start=start, end=end, text=document.text[start:end])
-    rewritten = await ls.rewrites.rewrite(
-        opened, target, ls.options, engine, lambda: ls.documents.is_current(uri, version)
-    )
+    try:
+        rewritten = await ls.rewrites.rewrite(
+            opened, target, ls.options, engine, lambda: ls.documents.is_current(uri, version)
+        )
+    except EngineError as err:
+        ls.engine_failed(err)
+        return action
     if rewritten is not None:
         action.edit = to_lsp.workspace_edit(uri, version, rewritten.changes, document, ls.documents.encoding)
     return action
@@ -228,9 +237,13 @@ async def next_edit(ls: DgemmaServer, params: object) -> dict | None:
     if target is None:
         return None
     version = document.version
-    rewritten = await ls.rewrites.rewrite(
-        opened, target, ls.options, engine, lambda: ls.documents.is_current(asked.uri, version), True
-    )
+    try:
+        rewritten = await ls.rewrites.rewrite(
+            opened, target, ls.options, engine, lambda: ls.documents.is_current(asked.uri, version), True
+        )
+    except EngineError as err:
+        ls.engine_failed(err)
+        return None
     if rewritten is None or not rewritten.changes:
         return None
     first = rewritten.changes[0]

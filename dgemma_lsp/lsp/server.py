@@ -32,10 +32,14 @@ from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.runtime.options import Options, parse_options
 from dgemma_lsp.runtime.scheduler import Scheduler
 from dgemma_lsp.runtime.stats import Stats
-from engine import Engine
+from engine import Engine, EngineError
 from engine.api import AllocationWindow
 
 logger = logging.getLogger(__name__)
+
+# A remote server that could not be reached is tried again when a completion is asked for, at most
+# this often: the editor recovers when the server comes back, with no restart.
+REMOTE_RETRY_S = 10.0
 
 
 class DgemmaServer(LanguageServer):
@@ -59,6 +63,7 @@ class DgemmaServer(LanguageServer):
         self._load_task: asyncio.Task | None = None
         self._index_events: asyncio.Queue[Progress] | None = None  # the indexer's progress, on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._failed_at = 0.0  # monotonic time the last load failed
         self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
         self.client_log: client_log.ClientLog | None = None  # set up at initialize
 
@@ -105,6 +110,8 @@ class DgemmaServer(LanguageServer):
         # pygls logs whole messages (InitializeParams, every message it sends): completions and
         # rewrites are code, kept out of the log unless debugLog is on (then -v shows them on stderr).
         logging.getLogger("pygls").setLevel(logging.NOTSET if self.options.debug_log else logging.WARNING)
+        # httpx logs every call to a remote engine at INFO: a line per keystroke, kept for debugLog.
+        logging.getLogger("httpx").setLevel(logging.NOTSET if self.options.debug_log else logging.WARNING)
         for problem in problems:
             self.tell(problem, types.MessageType.Warning)
 
@@ -182,21 +189,34 @@ class DgemmaServer(LanguageServer):
     # --- the model
 
     def engine_for(self, language_id: str) -> Engine | None:
-        """The engine, when it is ready and completion is on for this language."""
+        """The engine, when it is ready and completion is on for this language (a remote server that
+        could not be reached is tried again meanwhile, so the editor recovers when it comes back)."""
+        if self._remote_retry_due():
+            self.start_loading(retry=True)
         languages = self.options.completion.languages
         if not self.model.ready or (languages and language_id not in languages):
             return None
         return self.model.engine
 
-    def start_loading(self) -> None:
-        """Load the configured model in the background, with $/progress when the client shows it."""
+    def start_loading(self, retry: bool = False) -> None:
+        """Load the configured model in the background, with $/progress when the client shows it
+        (`retry`: the same remote server again, quietly)."""
         choice = ModelChoice.of(self.options)
         if self.model.choice == choice and self.model.state in (ModelState.READY, ModelState.LOADING):
             return
-        self._load_task = asyncio.ensure_future(self._load(choice))
+        self._load_task = asyncio.ensure_future(self._load(choice, retry))
 
-    async def _load(self, choice: ModelChoice) -> None:
-        token = await self._begin_progress(f"Loading model {choice.spec}")
+    def _remote_retry_due(self) -> bool:
+        model = self.model
+        return (
+            model.state is ModelState.FAILED
+            and model.choice is not None
+            and model.choice.is_remote
+            and time.monotonic() - self._failed_at >= REMOTE_RETRY_S
+        )
+
+    async def _load(self, choice: ModelChoice, retry: bool = False) -> None:
+        token = None if retry else await self._begin_progress(f"Loading model {choice.spec}")
         started = time.monotonic()
         self.send_status()
         ok = await self.model.load(choice)
@@ -208,7 +228,30 @@ class DgemmaServer(LanguageServer):
             seconds = time.monotonic() - started
             self.log(f"model {info.name} ({info.source}) on {info.device}, loaded in {seconds:.1f}s")
         elif self.model.state is ModelState.FAILED:
-            self.tell(f"could not load model {choice.spec!r}: {self.model.error}")
+            self._failed_at = time.monotonic()
+            if retry:  # said once already; the log keeps the tries
+                warning = types.MessageType.Warning
+                self.log(f"model {choice.spec!r} still unavailable: {self.model.error}", warning)
+            else:
+                self.tell(f"could not load model {choice.spec!r}: {self.model.error}")
+
+    def engine_failed(self, error: EngineError) -> None:
+        """An engine call failed (a remote server down, slow, or answering nonsense): the status carries
+        the error, the user is told once per outage, and the server goes on serving."""
+        first = self.model.error is None
+        self.model.error = str(error)
+        if first:
+            self.tell(str(error), types.MessageType.Warning)
+        else:
+            logger.info("%s", error)
+        self.send_status()
+
+    def engine_answered(self) -> None:
+        """An engine call succeeded: an error an earlier call left in the status is over."""
+        if self.model.ready and self.model.error is not None:
+            self.model.error = None
+            self.log("the model answers again")
+            self.send_status()
 
     async def _begin_progress(self, title: str) -> str | None:
         window = self.client_capabilities.window

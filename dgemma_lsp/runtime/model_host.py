@@ -11,12 +11,12 @@ import gc
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
-from engine import Engine, EngineError
+from engine import Engine, EngineError, RemoteSettings
 from engine.api import AllocationWindow
 
 logger = logging.getLogger(__name__)
@@ -36,10 +36,16 @@ class ModelChoice:
     spec: str
     device: str
     threads: int
+    remote: RemoteSettings = field(default_factory=RemoteSettings)  # for a URL
 
     @classmethod
     def of(cls, options: Options) -> ModelChoice:
-        return cls(spec=options.model, device=options.device, threads=options.threads)
+        remote = RemoteSettings(family=options.remote.family, api_key=options.remote.api_key or None)
+        return cls(spec=options.model, device=options.device, threads=options.threads, remote=remote)
+
+    @property
+    def is_remote(self) -> bool:
+        return self.spec.strip().startswith(("http://", "https://"))
 
 
 Loader = Callable[[ModelChoice], Engine]
@@ -57,7 +63,8 @@ def _preload() -> None:
 def load_with_engine_package(choice: ModelChoice) -> Engine:
     from engine import load_engine
 
-    return load_engine(choice.spec, device=choice.device, threads=choice.threads or None)
+    threads = choice.threads or None
+    return load_engine(choice.spec, device=choice.device, threads=threads, remote=choice.remote)
 
 
 class ModelHost:

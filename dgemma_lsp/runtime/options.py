@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, get_type_hints
 
+from engine.remote_settings import FAMILIES
+
 
 @dataclass(frozen=True)
 class ContextOptions:
@@ -107,6 +109,16 @@ class RewriteOptions:
 
 
 @dataclass(frozen=True)
+class RemoteOptions:
+    """For a model given as a URL (a team's server): how to talk to it."""
+
+    # The prompt the served checkpoint expects: auto (from the server's tokenizer), fim, gemma4-chat.
+    family: str = "auto"
+    # Sent as a bearer token; empty: the DGEMMA_API_KEY environment variable. Never logged.
+    api_key: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
 class Options:
     model: str = "default"
     device: str = "auto"
@@ -114,10 +126,12 @@ class Options:
     context: ContextOptions = field(default_factory=ContextOptions)
     completion: CompletionOptions = field(default_factory=CompletionOptions)
     rewrite: RewriteOptions = field(default_factory=RewriteOptions)
+    remote: RemoteOptions = field(default_factory=RemoteOptions)
     # Log document text (prompts, completions): off by default, code stays out of logs.
     debug_log: bool = False
 
 
+_SECRET = {"api_key"}
 _POSITIVE = {
     "prefix_tokens",
     "suffix_tokens",
@@ -147,6 +161,9 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
     if not _DEVICE.match(options.device):
         problems.append(f"device {options.device!r} is not one of auto, cpu, cuda, cuda:N, mps; using 'auto'")
         options = replace(options, device="auto")
+    if options.remote.family not in FAMILIES:
+        problems.append(f"remote.family {options.remote.family!r} is not one of {', '.join(FAMILIES)}")
+        options = replace(options, remote=replace(options.remote, family="auto"))
     if options.completion.decoder not in DECODERS:
         problems.append(
             f"completion.decoder {options.completion.decoder!r} is not one of {', '.join(DECODERS)}"
@@ -174,7 +191,10 @@ def _merge(current: Any, raw: dict, path: str, problems: list[str]) -> Any:
             continue
         checked = _check(name, hints[name], value)
         if checked is None:
-            problems.append(f"option {where!r} has an invalid value {value!r}; kept {old!r}")
+            if name in _SECRET:  # a key, mistyped or not, stays out of messages and the log
+                problems.append(f"option {where!r} has an invalid value; kept the previous one")
+            else:
+                problems.append(f"option {where!r} has an invalid value {value!r}; kept {old!r}")
         else:
             changes[name] = checked
     try:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import EngineError
+
 logger = logging.getLogger(__name__)
 
 
@@ -110,6 +112,9 @@ class Scheduler:
                 self._running = job
             try:
                 value = job.work(job.cancel)
+            except EngineError as err:  # a problem with a message for the user (a remote server down)
+                logger.warning("model job for %s: %s", job.key, err)
+                job.resolve(error=err)
             except Exception as err:  # the job's owner decides what an error means
                 logger.exception("model job for %s failed", job.key)
                 job.resolve(error=err)
