@@ -87,7 +87,7 @@ class RemoteEngine:
         self._ids: dict[str, tuple[int, ...]] = {}  # text -> the server's ids for it
         self._pieces: dict[str, tuple[str, ...]] = {}  # text -> its tokens' texts, where known
         self._last: tuple[Candidate, ...] = ()  # the last answer's candidates, for token_spans
-        logger.info("remote engine at %s: %s", self.base, "; ".join(self.facts.describe()))
+        logger.info("remote engine at %s: %s", self.base, self.facts.summary())
 
     def _info(self, url: str) -> EngineInfo:
         version = f", vLLM {self.facts.version}" if self.facts.version else ""

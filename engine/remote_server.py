@@ -57,6 +57,12 @@ class ServerFacts:
         """Whether canvases can be seeded and pinned: extras, ids and an end-of-text id are known."""
         return self.extras and self.tokenize and bool(self.eos_ids) and self.vocab_size > 0
 
+    def summary(self) -> str:
+        """One line for the log."""
+        extras = f"diffusion extras, canvas {self.canvas}" if self.extras else "no diffusion extras"
+        version = f"vLLM {self.version}" if self.version else "server version not given"
+        return f"{self.model} ({version}), {self.family} prompt, {extras}"
+
     def describe(self) -> list[str]:
         """Lines for `dgemma-lsp doctor`."""
         extras = (
