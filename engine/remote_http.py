@@ -31,6 +31,7 @@ CONNECT_TIMEOUT_S = 5.0
 MAX_MESSAGE_CHARS = 300
 
 Failure = Literal["unreachable", "timeout", "http", "malformed"]
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class RemoteError(EngineError):
@@ -71,6 +72,8 @@ class HttpClient:
     def __init__(self, base: str, api_key: str | None = None, timeout_s: float = 30.0) -> None:
         self.base = base
         self.timeout_s = timeout_s
+        self.waited_s = 0.0  # time callers spent waiting on the network and the server, all calls
+        self.round_trips = 0  # batches of calls sent at once
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="dgemma-remote", daemon=True)
         self._thread.start()
@@ -109,9 +112,25 @@ class HttpClient:
 
         Raises Abandoned when `cancel` is set or `deadline` (monotonic) passes first (the calls are
         cancelled, their connections closed), and RemoteError when any call fails; with `errors`, a
-        failed call's RemoteError takes its place in the answers instead.
+        failed call's RemoteError takes its place in the answers instead. JSON is written and read on
+        the caller's thread: the loop's time is the network's and the server's alone (`waited_s`).
         """
-        future = self._on_loop(self._gather(calls, errors))
+        bodies = [None if c.body is None else json.dumps(c.body).encode() for c in calls]
+        started = time.perf_counter()
+        try:
+            replies = self._wait(self._on_loop(self._gather(calls, bodies)), deadline, cancel)
+        finally:
+            self.waited_s += time.perf_counter() - started
+            self.round_trips += 1
+        answers = [self._decoded(call, reply) for call, reply in zip(calls, replies, strict=True)]
+        failed = next((a for a in answers if isinstance(a, RemoteError)), None)
+        if failed is not None and not errors:
+            raise failed
+        return answers
+
+    @staticmethod
+    def _wait(future: concurrent.futures.Future, deadline: float | None, cancel: CancelToken | None) -> Any:
+        """The future's result, unless `cancel` is set or `deadline` passes first (it is cancelled)."""
         while True:
             wait = POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic()))
             try:
@@ -124,40 +143,41 @@ class HttpClient:
                     future.cancel()
                     raise Abandoned("deadline") from None
 
-    async def _gather(self, calls: list[Call], errors: bool) -> list[Any]:
-        answers = await asyncio.gather(*(self._send(c) for c in calls), return_exceptions=errors)
-        unexpected = [a for a in answers if isinstance(a, BaseException) and not isinstance(a, RemoteError)]
-        if unexpected:
-            raise unexpected[0]
-        return answers
+    async def _gather(
+        self, calls: list[Call], bodies: list[bytes | None]
+    ) -> list[httpx.Response | RemoteError]:
+        return await asyncio.gather(*(self._send(c, b) for c, b in zip(calls, bodies, strict=True)))
 
-    async def _send(self, call: Call) -> dict:
-        """One call on the loop; every failure becomes a RemoteError naming the server."""
+    async def _send(self, call: Call, body: bytes | None) -> httpx.Response | RemoteError:
+        """One call on the loop: the server's response, or the RemoteError of a call that got none."""
         where = f"remote engine at {self.base}"
         try:
-            if call.body is None:
-                response = await self._client.get(call.path)
-            else:
-                response = await self._client.post(call.path, json=call.body)
+            if body is None:
+                return await self._client.get(call.path)
+            return await self._client.post(call.path, content=body, headers=JSON_HEADERS)
         except httpx.TimeoutException:
-            raise RemoteError(f"{where}: no answer within {self.timeout_s:g} s", "timeout") from None
+            return RemoteError(f"{where}: no answer within {self.timeout_s:g} s", "timeout")
         except (httpx.HTTPError, httpx.InvalidURL, OSError) as err:
             reason = str(err) or type(err).__name__
-            raise RemoteError(f"{where}: cannot connect ({reason})", "unreachable") from None
-        if response.status_code >= 400:
-            message = _error_message(response)
-            raise RemoteError(
-                f"{where}: {call.path} answered HTTP {response.status_code}: {message}",
+            return RemoteError(f"{where}: cannot connect ({reason})", "unreachable")
+
+    def _decoded(self, call: Call, reply: httpx.Response | RemoteError) -> dict | RemoteError:
+        """The JSON object of a response, or the RemoteError that says what is wrong with it."""
+        if isinstance(reply, RemoteError):
+            return reply
+        where = f"remote engine at {self.base}: {call.path}"
+        if reply.status_code >= 400:
+            return RemoteError(
+                f"{where} answered HTTP {reply.status_code}: {_error_message(reply)}",
                 "http",
-                response.status_code,
+                reply.status_code,
             )
         try:
-            data = response.json()
+            data = json.loads(reply.content)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            message = f"{where}: {call.path} answered something that is not JSON"
-            raise RemoteError(message, "malformed") from None
+            return RemoteError(f"{where} answered something that is not JSON", "malformed")
         if not isinstance(data, dict):
-            raise RemoteError(f"{where}: {call.path} answered JSON that is not an object", "malformed")
+            return RemoteError(f"{where} answered JSON that is not an object", "malformed")
         return data
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from engine import EngineError, InfillRequest, RemoteSettings, load_engine
 from engine.remote_http import RemoteError
+from tests.lsp_session import inline, lsp_session, open_document
 
 CHAT_ANSWER = {
     "choices": [
@@ -191,3 +192,21 @@ def test_the_family_can_be_forced(standin):
     assert sent["prompt"] == "<|lang:python|><|fim_suffix|>\n<|fim_prefix|>x = <|fim_middle|>"
     with pytest.raises(EngineError, match="not one of"):
         RemoteSettings(family="gpt")
+
+
+async def test_the_language_server_shows_a_remote_error_once_and_clears_it_when_answers_come_back(standin):
+    """A 500 (which a real vLLM cannot be made to answer) through the real language server over stdio."""
+    url, behaviour = standin(**{"_v1_chat_completions": (500, {"error": {"message": "overloaded"}})})
+    options = {"completion": {"latencyBudgetMs": 0, "syntaxRepair": False}}
+    async with lsp_session(url, options=options) as (client, _):
+        open_document(client, "file:///work/a.py", "def add(a, b):\n    \n")
+        for _ in range(2):
+            failed = await inline(client, "file:///work/a.py", 1, 4)
+            assert failed is not None and not failed.items
+        assert "HTTP 500: overloaded" in (client.statuses[-1].error or "")
+        assert client.statuses[-1].state == "ready"
+        assert sum("overloaded" in m.message for m in client.messages) == 1  # told once, not per request
+        behaviour.answers["/v1/chat/completions"] = (200, CHAT_ANSWER)
+        answered = await inline(client, "file:///work/a.py", 1, 4)
+        assert answered is not None and answered.items
+        assert client.statuses[-1].error is None
