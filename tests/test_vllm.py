@@ -9,6 +9,7 @@ the model writes: what reached the server, what came back pinned, what the statu
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from lsprotocol import types
 
 from engine import EngineError, InfillRequest, RemoteSettings, load_engine
+from evaluation import gpu_bench
 from tests.lsp_session import inline, lsp_session, open_document, wait_until
 from tests.vllm_server import API_KEY, CANVAS, SERVED_NAME, VllmServer, build_checkpoint, ensure_vllm
 
@@ -151,6 +153,18 @@ def test_an_unknown_key_is_refused_in_one_clear_line(vllm, monkeypatch):
     monkeypatch.delenv("DGEMMA_API_KEY", raising=False)
     with pytest.raises(EngineError, match="HTTP 401"):
         load_engine(vllm.url)
+
+
+def test_gpu_bench_puts_vllm_beside_the_other_paths_on_the_same_prompt(vllm, keyed, tmp_path):
+    out = tmp_path / "gpu.json"
+    argv = ["--tiny", "--prompt-tokens", "32", "--ar-tokens", "4", "--canvas", str(CANVAS), "--steps", "2",
+            "--repeats", "1", "--vllm", vllm.url, "--json", str(out)]  # fmt: skip
+    before = vllm.metric(STEPS)
+    assert gpu_bench.main(argv) == 0
+    paths = {p["path"]: p for p in json.loads(out.read_text())["paths"]}
+    assert set(paths) == {"ours", "generate", "vllm", "autoregressive"}
+    assert paths["vllm"]["tokens"] == CANVAS and paths["vllm"]["steps"] == 2
+    assert vllm.metric(STEPS) - before == 2 * 2  # a warm-up and a timed run, two steps each
 
 
 async def test_completion_and_rewrite_through_the_language_server(vllm, keyed):

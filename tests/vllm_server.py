@@ -143,10 +143,7 @@ class VllmServer:
 
     def metric(self, name: str, **labels: str) -> float:
         """A Prometheus counter or gauge of the server, summed over the series with these labels."""
-        text = httpx.get(self.url.removesuffix("/v1") + "/metrics", timeout=10.0).text
-        found = re.findall(rf"^{re.escape(name)}(\{{[^}}]*\}})? ([0-9.e+-]+)$", text, re.MULTILINE)
-        wanted = [f'{key}="{value}"' for key, value in labels.items()]
-        return sum(float(value) for tags, value in found if all(w in tags for w in wanted))
+        return read_metric(self.url, name, **labels)
 
     def tokenize(self, text: str) -> list[int]:
         """The server's ids for `text` (no special tokens added)."""
@@ -167,3 +164,11 @@ class VllmServer:
             engine.infill(InfillRequest(prefix="x = ", anchor=")", drafts=("1",), n_candidates=2))
         finally:
             engine.close()
+
+
+def read_metric(url: str, name: str, **labels: str) -> float:
+    """A Prometheus counter or gauge of the vLLM at `url`, summed over the series with these labels."""
+    text = httpx.get(url.rstrip("/").removesuffix("/v1") + "/metrics", timeout=10.0).text
+    found = re.findall(rf"^{re.escape(name)}(\{{[^}}]*\}})? ([0-9.e+-]+)$", text, re.MULTILINE)
+    wanted = [f'{key}="{value}"' for key, value in labels.items()]
+    return sum(float(value) for tags, value in found if all(w in tags for w in wanted))
