@@ -33,7 +33,6 @@ from engine.remote_http import Abandoned, Call, HttpClient, RemoteError
 from engine.remote_server import ServerFacts, estimate_tokens, probe
 from engine.remote_settings import RemoteSettings
 from engine.remote_wire import (
-    Emitted,
     Layout,
     Row,
     body,
@@ -157,20 +156,26 @@ class RemoteEngine:
         seed = list(ids.get(request.seed_canvas or "", ())) if request.seed_canvas else []
         self._check_fixed(request, seed)
         canvas = layout(request, facts, len(seed), len(anchor))
-        canvas = replace(canvas, max_steps=self._step_cap(request, canvas))
+        canvas = replace(canvas, max_steps=self._step_cap(request))
         planned = rows(request, facts, canvas, drafts, seed, anchor)
         prompt = prompt_fields(request, facts, self.chars_per_token, canvas.max_tokens)
         path = endpoint(facts.family)
         calls = [Call(path, body(facts.model, prompt, canvas, row, facts)) for row in planned]
         sent = time.perf_counter()
         answers = self.http.calls(calls, request.deadline, request.cancel)
-        answered = time.perf_counter()
+        self._learn(prompt, answers[0], canvas, (time.perf_counter() - sent) * 1000)
         pinned = self._pinned_pieces(request, seed, planned, canvas)
         candidates, ended = self._read(answers, planned, canvas, facts, pinned)
-        self._learn(prompt, answers[0], canvas, (answered - sent) * 1000)
         self._remember(candidates)
+        return self._result(candidates, ended, answers[0], started, sent)
+
+    @staticmethod
+    def _result(
+        candidates: list[Candidate], ended: bool, answer: dict, started: float, sent: float
+    ) -> InfillResult:
+        """The engine's result: the candidates best first, the server's count of prompt tokens."""
         finished = time.perf_counter()
-        usage = _object(answers[0].get("usage"))
+        usage = _object(answer.get("usage"))
         details = _object(usage.get("prompt_tokens_details"))
         reason: StopReason = "eos" if ended else "max_tokens"
         return InfillResult(
@@ -184,7 +189,7 @@ class RemoteEngine:
                 total_ms=(finished - started) * 1000,
             ),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            reused_prompt_tokens=int(details.get("cached_tokens") or 0),
+            reused_prompt_tokens=int(details.get("cached_tokens") or 0),  # the server's prefix cache
         )
 
     def _server_ids(self, texts: list[str], request: InfillRequest) -> dict[str, tuple[int, ...]]:
@@ -213,7 +218,7 @@ class RemoteEngine:
         if outside:
             raise ValueError(f"fixed positions {outside} are outside the seed canvas ({len(seed)} tokens)")
 
-    def _step_cap(self, request: InfillRequest, canvas: Layout) -> int | None:
+    def _step_cap(self, request: InfillRequest) -> int | None:
         """The request's own cap, else one that fits the time left (none without a deadline)."""
         if not self.facts.extras:
             return None
@@ -258,7 +263,7 @@ class RemoteEngine:
                 raise RemoteError(f"remote engine at {self.base}: an answer has no choices", "malformed")
             for choice in choices:
                 try:
-                    out: Emitted = emitted(choice, chat)
+                    out = emitted(choice, chat)
                 except ValueError as err:
                     raise RemoteError(f"remote engine at {self.base}: {err}", "malformed") from None
                 made, done = candidate(out, row, canvas, facts, pinned)

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.remote_http import Call, HttpClient, RemoteError
 from engine.remote_settings import RemoteSettings
-from engine.tokenizer import EOS, FIM_MIDDLE, special_tokens
+from engine.tokenizer import EOS, FILE_SEP, FIM_MIDDLE, special_tokens
 
 # End-of-text tokens of the released chat checkpoint's tokenizer (Gemma 4), and of ours.
 CHAT_END_TOKENS = ("<eos>", "<end_of_turn>", "<turn|>")
@@ -49,6 +49,7 @@ class ServerFacts:
     vocab_size: int  # 0: unknown
     eos_ids: tuple[int, ...] = ()
     control_ids: tuple[int, ...] = ()  # ids a middle never holds: it ends there (EOS among them)
+    file_sep: bool = False  # the FIM tokenizer has a file separator: other files' snippets can be sent
     chars_per_token: float = 3.5
     extras_note: str = ""  # why the extras are off
 
@@ -95,7 +96,9 @@ def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
     tokenize = isinstance(sample, dict) and isinstance(sample.get("tokens"), list)
     has_fim = isinstance(fim, dict) and len(fim.get("tokens") or []) == 1
     family, reason = _family(settings.family, has_fim, tokenize)
-    eos_ids, control_ids = _control_ids(client, model, family) if tokenize else ((), ())
+    single = _single_tokens(client, model, family) if tokenize else {}
+    eos_ids = (single[EOS],) if family == "fim" and EOS in single else tuple(single.values())
+    control_ids = tuple(sorted(set(single.values()))) if family == "fim" else eos_ids
     canvas, vocab, note = _extras(client, model)
     per_token = len(SAMPLE) / max(1, len(sample["tokens"])) if tokenize else 3.5
     return ServerFacts(
@@ -110,6 +113,7 @@ def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
         vocab_size=vocab,
         eos_ids=eos_ids,
         control_ids=control_ids,
+        file_sep=FILE_SEP in single,
         chars_per_token=per_token,
         extras_note=note,
     )
@@ -137,24 +141,20 @@ def _family(forced: str, has_fim: bool, tokenize: bool) -> tuple[str, str]:
     return "gemma4-chat", "no /tokenize to tell: the chat prompt"
 
 
-def _control_ids(client: HttpClient, model: str, family: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(end-of-text ids, ids a middle never holds), from the server's tokenizer."""
+def _single_tokens(client: HttpClient, model: str, family: str) -> dict[str, int]:
+    """The family's control tokens the server's tokenizer holds as one id each (FIM: all of ours;
+    chat: the end-of-text ones), by name."""
     names = special_tokens() if family == "fim" else list(CHAT_END_TOKENS)
     (joined,) = _answers(client, [_tokenize(model, "".join(names))])
     ids = joined.get("tokens") if isinstance(joined, dict) else None
     if isinstance(ids, list) and len(ids) == len(names):  # each one token: one call told them all
-        single = dict(zip(names, ids, strict=True))
-    else:
-        answers = _answers(client, [_tokenize(model, name) for name in names])
-        single = {
-            name: answer["tokens"][0]
-            for name, answer in zip(names, answers, strict=True)
-            if isinstance(answer, dict) and len(answer.get("tokens") or []) == 1
-        }
-    eos = (single[EOS],) if family == "fim" and EOS in single else tuple(single.values())
-    if family != "fim":
-        return eos, eos
-    return eos, tuple(sorted(set(single.values())))
+        return dict(zip(names, ids, strict=True))
+    answers = _answers(client, [_tokenize(model, name) for name in names])
+    return {
+        name: answer["tokens"][0]
+        for name, answer in zip(names, answers, strict=True)
+        if isinstance(answer, dict) and len(answer.get("tokens") or []) == 1
+    }
 
 
 def _extras(client: HttpClient, model: str) -> tuple[int, int, str]:

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.api import Candidate, InfillRequest
-from engine.prompts import FimFormat, Gemma4ChatFormat, fit_windows, strip_fences
+from engine.prompts import (
+    CONTEXT_SHARE,
+    SNIPPET,
+    FimFormat,
+    Gemma4ChatFormat,
+    fit_windows,
+    snippet_text,
+    strip_fences,
+)
 from engine.remote_server import ServerFacts
 
 MIN_CANVAS = 16  # a short request gets a short canvas (its steps cost less), as the local engine does
@@ -70,15 +78,36 @@ def endpoint(family: str) -> str:
 def prompt_fields(
     request: InfillRequest, facts: ServerFacts, chars_per_token: float, max_tokens: int
 ) -> dict[str, object]:
-    """The prompt of `request` in the served family's format, its windows fitted to the served length."""
-    prefix, suffix = request.prefix, request.suffix
+    """The prompt of `request` in the served family's format (the other files' snippets first, in at most
+    1/CONTEXT_SHARE of it), its windows fitted to the served length."""
+    chat = facts.family != "fim"
+    room: int | None = None
     if facts.max_model_len:
-        reserve = FIM_RESERVE if facts.family == "fim" else CHAT_RESERVE
+        reserve = CHAT_RESERVE if chat else FIM_RESERVE
         tokens = max(0, facts.max_model_len - max_tokens - reserve)
-        prefix, suffix = fit_windows(prefix, suffix, int(tokens * chars_per_token * WINDOW_SAFETY))
-    if facts.family == "fim":
-        return {"prompt": FimFormat.prompt_text(prefix, suffix, request.language)}
-    return {"messages": Gemma4ChatFormat.messages(prefix, suffix, request.language)}
+        room = int(tokens * chars_per_token * WINDOW_SAFETY)  # in characters
+    if chat:
+        snippets = [SNIPPET.format(path=s.path, text=s.text) for s in request.context]
+    else:
+        snippets = [snippet_text(s) for s in request.context] if facts.file_sep else []
+    kept = _fitting(snippets, None if room is None else room // CONTEXT_SHARE)
+    prefix, suffix = request.prefix, request.suffix
+    if room is not None:
+        prefix, suffix = fit_windows(prefix, suffix, room - sum(len(s) + 2 for s in kept))
+    if chat:
+        return {"messages": Gemma4ChatFormat.messages(prefix, suffix, request.language, kept)}
+    return {"prompt": FimFormat.prompt_text(prefix, suffix, request.language, request.context[: len(kept)])}
+
+
+def _fitting(snippets: list[str], room: int | None) -> list[str]:
+    """The snippets, in order, as many as fit in `room` characters (all without a limit)."""
+    kept, used = [], 0
+    for snippet in snippets:
+        if room is not None and used + len(snippet) + 2 > room:
+            break
+        kept.append(snippet)
+        used += len(snippet) + 2
+    return kept
 
 
 def layout(request: InfillRequest, facts: ServerFacts, seed_len: int, anchor_len: int) -> Layout:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
-from engine import InfillRequest
+from engine import InfillRequest, Snippet
 from engine.remote_server import ServerFacts
-from engine.remote_wire import Emitted, Layout, Row, body, candidate, emitted, layout, rows
+from engine.remote_wire import Emitted, Layout, Row, body, candidate, emitted, layout, prompt_fields, rows
 
 EOS = 1
 FACTS = ServerFacts(
@@ -87,3 +88,26 @@ def test_chat_and_completion_choices_are_read_alike():
     assert emitted(chat, chat=True) == emitted(completion, chat=False)
     with pytest.raises(ValueError):
         emitted({"message": None}, chat=True)
+
+
+def test_other_files_snippets_come_first_in_either_family_and_only_where_the_tokenizer_has_a_separator():
+    request = InfillRequest(
+        prefix="x = ", suffix="\n", language="python", context=(Snippet("a.py", "A = 1"),)
+    )
+    with_sep = replace(FACTS, file_sep=True)
+    assert prompt_fields(request, with_sep, 2.0, 16)["prompt"] == (
+        "<|lang:python|><|file_sep|>a.py\nA = 1<|fim_suffix|>\n<|fim_prefix|>x = <|fim_middle|>"
+    )
+    assert "a.py" not in prompt_fields(request, FACTS, 2.0, 16)["prompt"]  # an older tokenizer: no separator
+    chat = replace(FACTS, family="gemma4-chat")
+    (message,) = prompt_fields(request, chat, 2.0, 16)["messages"]
+    assert message["content"].index("--- a.py ---\nA = 1") < message["content"].index("x = <|missing code|>")
+
+
+def test_the_windows_are_cut_to_the_served_length():
+    short = replace(FACTS, max_model_len=64)
+    request = InfillRequest(prefix="p" * 1000 + "END", suffix="BEGIN" + "s" * 1000)
+    prompt = prompt_fields(request, short, 2.0, 16)["prompt"]
+    windows = prompt.count("p") + len("END") + len("BEGIN") + prompt.count("s")
+    assert "pEND<|fim_middle|>" in prompt and "<|fim_suffix|>BEGINs" in prompt  # the ends at the cursor
+    assert windows <= (64 - 16) * 2.0  # the served length less the canvas, in characters at 2 per token

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from lsprotocol import types
@@ -77,7 +78,8 @@ def test_doctor_tells_what_the_server_serves_and_which_extras_it_takes(vllm, key
 
 
 def test_complete_prints_a_completion_and_a_wrong_key_in_one_line(vllm, keyed):
-    command = [sys.executable, "-m", "dgemma_lsp", "complete", "fixtures/demo/stats.py", "--line", "10",
+    demo = str(Path(__file__).resolve().parent.parent / "fixtures" / "demo" / "stats.py")
+    command = [sys.executable, "-m", "dgemma_lsp", "complete", demo, "--line", "10",
                "--col", "12", "--model", vllm.url, "--budget-ms", "0", "--json"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and '"device": "remote"' in done.stdout, done.stderr
