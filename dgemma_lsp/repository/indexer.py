@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.files import FileRules, allowed, read_code, walk
+from dgemma_lsp.repository.files import FileRules, allowed, compiled_output_of, read_code, walk
 from dgemma_lsp.repository.index import RepositoryIndex
 
 logger = logging.getLogger(__name__)
@@ -198,8 +198,18 @@ class Indexer:
     def _reread(self, path: Path) -> None:
         """Index `path` again from disk if the rules let it be read, else forget it."""
         root = self.root_of(path)
-        if root is None or not allowed(path, root, self.rules) or not self._read(path):
+        if (
+            root is None
+            or not allowed(path, root, self.rules)
+            or self._compiled(path, root)
+            or not self._read(path)
+        ):
             self.index.remove(path)
+
+    def _compiled(self, path: Path, root: Path) -> bool:
+        """JavaScript an indexed TypeScript source compiles to (the walk leaves it out too)."""
+        indexed = lambda tail: [f.path for f in self.index.by_tail(tail) if f.root == root]  # noqa: E731
+        return compiled_output_of(path.relative_to(root).as_posix(), indexed)
 
     def _read(self, path: Path) -> bool:
         root = self.root_of(path)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.files import FileRules, allowed, read_code, walk
+from dgemma_lsp.repository.files import FileRules, allowed, compiled_output_of, read_code, walk
 
 RULES = FileRules(
     LanguageRegistry().extensions(), max_file_bytes=4096, exclude=("generated_api/", "*_pb2.py")
@@ -23,8 +23,10 @@ def write(root: Path, relative: str, text: str = "def f():\n    return 1\n") -> 
 def tree(root: Path, outside: Path) -> set[str]:
     """A folder with one file of each kind; returns the relative paths the index may read."""
     readable = {"app/main.py", "app/util.ts", "lib/init.lua", "keep.log.py", "app/sub/deep.py", "linked.py"}
-    readable.add("lib/plain.js")  # JavaScript of its own; app/util.js is app/util.ts compiled
-    for compiled in ("app/util.js", "app/util.d.ts"):
+    readable |= {"lib/plain.js", "scripts/util.js"}  # JavaScript of its own
+    readable.add("src/sub/thing.ts")
+    # What a TypeScript source compiles to, beside it or in another folder of the package.
+    for compiled in ("app/util.js", "app/util.d.ts", "esm/sub/thing.js", "esm/sub/thing.d.ts", "thing.mjs"):
         write(root, compiled)
     for relative in readable - {"linked.py"}:
         write(root, relative)
@@ -71,11 +73,14 @@ def test_the_walk_reads_only_what_the_rules_allow(tmp_path: Path) -> None:
     readable = tree(root, outside)
     found = {p.relative_to(root.resolve()).as_posix() for p in walk(root, RULES)}
     assert found == readable
-    # A client may name any path in a watched-file event: the same rules decide.
+    # A client may name any path in a watched-file event: the same rules decide (but for JavaScript
+    # compiled in another folder, which the indexer tells by the TypeScript sources it indexed).
+    indexed = lambda tail: [f for f in found if f.endswith("/" + tail) or f == tail]  # noqa: E731
     for path in root.rglob("*"):
         if path.is_file() or path.is_symlink():
             relative = path.relative_to(root).as_posix()
-            assert allowed(path, root, RULES) == (relative in readable), relative
+            readable_here = allowed(path, root, RULES) and not compiled_output_of(relative, indexed)
+            assert readable_here == (relative in readable), relative
     assert not allowed(outside / "elsewhere.py", root, RULES)
 
 
