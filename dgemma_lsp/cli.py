@@ -121,9 +121,9 @@ def _configure_logging(verbose: bool, log_file: str | None) -> None:
 
 
 # The model worker runs Python between its torch calls and holds the GIL meanwhile; a thread waiting
-# for it (the event loop with a keystroke to read) gets it after this long. Python's default of 5 ms
-# showed as 4-6 ms stalls of the loop on most keystrokes while the model worked; 1 ms did not slow
-# the model's answers (dgemma-lsp bench --quick with asyncio's slow-callback log).
+# for it (the event loop with a keystroke to read) gets it after this long. Python's default stalled
+# the loop on most keystrokes while the model worked; this does not slow the model's answers
+# (docs/performance.md, "Start and server overhead").
 GIL_SWITCH_INTERVAL_S = 0.001
 
 

@@ -71,7 +71,7 @@ class InfillRequest:
     # and a wrong one is rewritten where the model is sure. Drafts take the n_candidates places first;
     # fresh-noise rows fill those they leave, all in one batch. `draft_noise`: a share of each draft
     # renoised first (left to the model); off by default, as the bundled model rewrote right drafts
-    # into wrong ones (README, "Drafts").
+    # into wrong ones (docs/performance.md, "Fewer model calls and fewer steps").
     drafts: tuple[str, ...] = ()
     draft_noise: float = 0.0
     # With no drafts (and no seed), the engine writes one itself before the canvas: greedily, with the
@@ -82,7 +82,7 @@ class InfillRequest:
     # A candidate from that draft also carries the next-token head's probability of each of its tokens:
     # where the canvas kept the draft they come with it, else from one pass of the encoder over the
     # candidate. They tell right from wrong there; the canvas's confidence in its own head's text does
-    # not (README, "Drafts"). Engines without such a draft ignore it.
+    # not (docs/performance.md). Engines without such a draft ignore it.
     next_token_confidence: bool = False
     max_steps: int | None = None  # None: the model's generation config decides
     # Tokens per canvas (0: the model's canvas length). A short line fits in a small canvas, whose steps

@@ -120,7 +120,7 @@ def _one_row(x: torch.Tensor) -> bool:
 def padded_rows(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     """`x` as rows [N', H] with zero rows added up to `row_bucket(N)`, and N: oneDNN caches a kernel per
     row count, and a server's row counts (new prompt tokens, each expert's share) change with every
-    request; a few counts keep a canvas step's kernels cached (README, "Memory")."""
+    request; a few counts keep a canvas step's kernels cached (docs/performance.md, "Memory")."""
     flat = x.reshape(-1, x.shape[-1])
     rows = flat.shape[0]
     bucket = row_bucket(rows)
@@ -218,7 +218,7 @@ class _Layer:
         self.top_k = text.top_k_experts
         gate_up, down = w("experts.gate_up_proj"), w("experts.down_proj")  # [E, 2I', H], [E, H, I']
         # Each expert alone, for many rows or one. Plain matmuls: their row counts change from call to call,
-        # and oneDNN builds a kernel per shape, which post-ops make expensive to build (~0.3 ms each).
+        # and oneDNN builds a kernel per shape, which post-ops make expensive to build.
         self.expert_gate_up = [_Linear(e, single_rows=True) for e in gate_up]  # E x [2I', H]
         self.expert_down = [_Linear(e, single_rows=True) for e in down]  # E x [H, I']
         # Every expert at once, for few rows: one matmul for the gates and ups, one batched for the downs,
@@ -341,9 +341,8 @@ class _Layer:
         return hidden if scalar is None else hidden * scalar
 
 
-# Up to this many rows (tokens) the experts run all at once (measured on a 2-core x86-64 VM, one
-# thread, bundled model: 0.6 against 1.0 ms per layer at 16 rows, 1.4 against 6.0 at 48; at 150 the
-# chosen experts alone are cheaper, 1.8 against 3.6 ms).
+# Up to this many rows (tokens) the experts run all at once: cheaper than the chosen experts alone
+# for a canvas's few rows, dearer for a long prefill (docs/performance.md, "Faster steps on a CPU").
 ALL_EXPERTS_ROWS = 64
 
 

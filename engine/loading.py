@@ -136,10 +136,10 @@ def native_bf16(device: str) -> bool:
 
 # oneDNN (the bf16 matrix kernels) keeps a kernel per input shape in two caches of 1,024 entries, and a
 # completion's shapes change with every prompt length and every expert's share of tokens: left at
-# their defaults the server's memory grew by hundreds of MB over a session (README, "Memory").
+# their defaults the server's memory grew over a session (docs/performance.md, "Memory").
 def bound_kernel_caches(primitives: int = 64) -> None:
     """Cap oneDNN's per-shape kernel caches (read at their first use), unless the user set them. The
-    server keeps 64 primitives, its matmuls' row counts rounded to a few buckets (README, "Memory")."""
+    server keeps 64 primitives, its matmuls' row counts rounded to a few buckets (docs/performance.md)."""
     os.environ.setdefault("LRU_CACHE_CAPACITY", "1")
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(primitives))
 
@@ -291,8 +291,7 @@ def auto_threads(device: str, parameters: int) -> int:
     """CPU threads when the user sets none.
 
     A small model's matrices are too small to gain from more threads, and torch's threads stall
-    badly when other programs (the editor, a build) share the cores: measured on the 2-core dev
-    machine under load, 8 denoising steps took ~0.2 s with 1 thread and 1.2-5 s with 2.
+    badly when other programs (the editor, a build) share the cores: they spin at every barrier.
     """
     import os
 

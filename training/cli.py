@@ -1,4 +1,4 @@
-"""`python -m training`: train our own DiffusionGemma-architecture code model (see training/README.md)."""
+"""`python -m training`: train our own DiffusionGemma-architecture code model (see docs/training.md)."""
 
 from __future__ import annotations
 

@@ -33,9 +33,9 @@ from dgemma_lsp.repository.retrieval import DocumentRetrieval
 
 logger = logging.getLogger(__name__)
 
-# Tree-sitter's incremental reparse is linear in the size of a flat file: at 10 MB one keystroke
-# cost seconds of parsing (then on the event loop; now the parser thread's, still late for every
-# completion after it). Bigger documents get plain-text windows.
+# Tree-sitter's incremental reparse is linear in the size of a flat file: a multi-megabyte document
+# would keep the parser thread busy for every keystroke, and every completion after it late. Bigger
+# documents get plain-text windows.
 MAX_TREE_CHARS = 1 << 20
 MAX_NEIGHBOURS = 8  # other open documents searched for drafts, most recently opened first
 

@@ -4,10 +4,10 @@ glibc serves blocks of 128 KB and more with mmap, but raises that threshold each
 is freed (up to 32 MB), after which they come from the heap. A completion allocates and frees them
 in sizes that change with every prompt (oneDNN's buffers, activations, logits), and the heap they
 fragment kept growing under a typing storm; mapped blocks go back to the system when freed
-(README, "Memory").
+(docs/performance.md, "Memory").
 
 A prompt's cold prefill is the exception: hundreds of large blocks, each mapped and faulted in page by
-page, took it ~1.7x as long as from the heap. It runs in a window (`HeldHeap.window`) with the
+page, took it far longer than from the heap. It runs in a window (`HeldHeap.window`) with the
 threshold raised, after which the threshold is held again and `malloc_trim` gives the pages the
 prefill freed back to the system.
 """

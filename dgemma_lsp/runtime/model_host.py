@@ -107,9 +107,9 @@ class ModelHost:
             engine = self.loader(choice)
             if self.window is not None:
                 engine.use_allocation_window(self.window)
-            # What is loaded now (libraries and model, some 400,000 objects) lives as long as the engine:
-            # out of the garbage collector's scans, a full collection no longer walks it (100-180 ms on
-            # the 2-core VM) in the middle of a completion.
+            # What is loaded now (libraries and model, hundreds of thousands of objects) lives as long as
+            # the engine: out of the garbage collector's scans, a full collection no longer walks it in the
+            # middle of a completion.
             gc.freeze()
             return engine
 

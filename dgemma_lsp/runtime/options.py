@@ -45,8 +45,8 @@ class ContextOptions:
             raise ValueError(f"max_lines lacks {sorted(missing)}")
 
 
-# The completion budget when none is set: a CPU step of the bundled model costs ~10-20 ms, a GPU step
-# of the 26B-A4B model a few ms, and the sampler answers sooner whenever the canvas settles.
+# The completion budget when none is set: room for a few denoising steps of the bundled model on a CPU or
+# of the 26B-A4B model on a GPU; the sampler answers sooner whenever the canvas settles.
 DEFAULT_BUDGET_MS = {"cpu": 250, "gpu": 150}
 
 

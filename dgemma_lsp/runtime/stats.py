@@ -124,7 +124,7 @@ class Stats:
             "sources": dict(Counter(r.source for r in records)),
             "single_line": _latency([r.server_ms for r in records if not r.multi_line]),
             "multi_line": _latency([r.server_ms for r in records if r.multi_line]),
-            # Reused answers take ~3 ms and model answers tens, so the percentiles above move with the
+            # Reused answers are far cheaper than the model's, so the percentiles above move with the
             # mix; these are the model's alone.
             "model_answers": _latency([r.server_ms for r in model]),
             "sampler": {  # the engine outside forward passes, for answers the model computed
