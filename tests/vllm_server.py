@@ -59,16 +59,9 @@ def build_checkpoint(folder: Path) -> Path:
     loads it."""
     from tests.tiny_model import build_tiny_checkpoint
 
-    build_tiny_checkpoint(folder)
-    tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<bos>",
-        "eos_token": "<eos>",
-        "pad_token": "<pad>",
-        "unk_token": "<unk>",
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))
+    build_tiny_checkpoint(folder)  # its tokenizer_config.json as an export writes it, and a chat template
+    config = json.loads((folder / "tokenizer_config.json").read_text()) | {"chat_template": CHAT_TEMPLATE}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
     return folder
 
 

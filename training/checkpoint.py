@@ -16,7 +16,7 @@ from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
 from engine import fused_config
 from engine.loading import text_config
 from engine.sampler import SamplerSettings
-from engine.tokenizer import BOI, BOS, EOI, EOS, IMAGE, PAD
+from engine.tokenizer import BOI, BOS, EOI, EOS, IMAGE, PAD, UNK
 from training.shapes import ModelShape, diffusion_gemma_config
 
 
@@ -61,10 +61,23 @@ def save_checkpoint(
     to_save = model if dtype is None else cast_copy(model, dtype)
     to_save.save_pretrained(folder, safe_serialization=True, max_shard_size="15MB")
     tokenizer.save(str(folder / "tokenizer.json"))
+    # What transformers and vLLM read to load tokenizer.json as it is (without it they build a Gemma
+    # tokenizer over our vocabulary): a team serving the checkpoint needs it.
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(), indent=1))
     # What the fused layers read, resolved now from the config.json just written: a CPU server then
     # loads the folder without importing transformers.
     fused_config.write(folder, text_config(json.loads((folder / "config.json").read_text())))
     return folder
+
+
+def tokenizer_config() -> dict[str, str]:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": BOS,
+        "eos_token": EOS,
+        "pad_token": PAD,
+        "unk_token": UNK,
+    }
 
 
 def cast_copy(model: DiffusionGemmaForBlockDiffusion, dtype: torch.dtype) -> DiffusionGemmaForBlockDiffusion:
