@@ -217,6 +217,10 @@ class EngineInfo:
     dtype: str
     canvas_length: int
     parameters: int
+    # Whether the model learned to read other files' snippets before the file (InfillRequest.context):
+    # our checkpoints trained with them (training.json's context_share), and instruction-tuned ones, which
+    # read them as part of the instruction. Callers leave the context out for others by default.
+    reads_context: bool = False
     # The confidence gates calibrated for this model (calibration.json beside its weights), e.g.
     # {"min_mean_confidence_percent": 40, "min_line_confidence_percent": 10,
     # "min_next_token_confidence_percent": 30}; empty: none shipped.

@@ -224,6 +224,7 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         dtype=str(dtype).removeprefix("torch."),
         canvas_length=backbone.canvas_length,
         parameters=parameters,
+        reads_context=prompt_format.family != "fim" or trained_with_context(folder),
         gates=read_gates(folder),
     )
     logger.info("loaded %s from %s on %s", resolved.name, folder, device)
@@ -268,6 +269,15 @@ def _transformers_model(folder: Path, dtype):
 
 CALIBRATION_FILE = "calibration.json"
 GATES = ("min_mean_confidence_percent", "min_line_confidence_percent", "min_next_token_confidence_percent")
+
+
+def trained_with_context(folder: Path) -> bool:
+    """Did the run that made this checkpoint put other files' snippets in its prompts (training.json)?"""
+    try:
+        record = json.loads((folder / "training.json").read_text())
+        return float(record.get("config", {}).get("context_share", 0.0)) > 0
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
 
 
 def read_gates(folder: Path) -> dict[str, int]:

@@ -98,6 +98,7 @@ class RemoteEngine:
             dtype="remote",
             canvas_length=self.facts.canvas,
             parameters=0,
+            reads_context=self.facts.family != "fim",  # a served FIM model: nothing says it learned to
         )
 
     def count_tokens(self, text: str) -> int:

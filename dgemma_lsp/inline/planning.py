@@ -14,7 +14,7 @@ from dgemma_lsp.inline.context import CompletionContext, build_context
 from dgemma_lsp.inline.drafts import make_drafts
 from dgemma_lsp.inline.postprocess import Shape
 from dgemma_lsp.repository.retrieval import NOTHING, Related
-from dgemma_lsp.runtime.options import Options, completion_budget_ms
+from dgemma_lsp.runtime.options import Options, completion_budget_ms, workspace_tokens
 from engine import Engine, InfillRequest
 
 MAX_ANCHOR_CHARS = 24
@@ -105,7 +105,7 @@ def related_code(snapshot: Snapshot, cursor: int, options: Options, engine: Engi
         cursor,
         snapshot.spec.name,
         snapshot.tree,
-        options.context.workspace_tokens,
+        workspace_tokens(options.context, engine.info.reads_context),
         engine.count_tokens,
     )
 

@@ -29,7 +29,9 @@ class ContextOptions:
     # The repository around the open documents (dgemma_lsp/repository): read for a local model, not for a
     # remote one unless set (its snippets would leave the machine); True or False decides for both.
     workspace: bool | None = None
-    workspace_tokens: int = 384  # of the prompt, for other files' snippets (0: lookup drafts only)
+    # Of the prompt, for other files' snippets (0: lookup drafts only); unset: WORKSPACE_TOKENS for a model
+    # that learned to read them (EngineInfo.reads_context), else 0.
+    workspace_tokens: int | None = None
     workspace_exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to each workspace folder
     workspace_max_files: int = 10_000
     workspace_max_bytes: int = 128 * 1024 * 1024  # of code indexed (the texts stay on disk)
@@ -43,6 +45,16 @@ class ContextOptions:
         missing = {"single_line", "multi_line", "block"} - self.max_lines.keys()
         if missing:
             raise ValueError(f"max_lines lacks {sorted(missing)}")
+
+
+WORKSPACE_TOKENS = 384
+
+
+def workspace_tokens(options: ContextOptions, reads_context: bool) -> int:
+    """The prompt tokens other files' snippets may take, for a model that reads them or not."""
+    if options.workspace_tokens is not None:
+        return options.workspace_tokens
+    return WORKSPACE_TOKENS if reads_context else 0
 
 
 # The completion budget when none is set: room for a few denoising steps of the bundled model on a CPU or

@@ -191,3 +191,16 @@ def test_open_and_recently_edited_files_are_favoured() -> None:
 
     assert first(frozenset()) == "a_report.py"  # equal scores: the earlier window
     assert first(frozenset({ROOT / "b_report.py"})) == "b_report.py"
+
+
+def test_the_prompt_reads_other_files_only_for_a_model_that_learned_to(tmp_path: Path) -> None:
+    from dgemma_lsp.runtime.options import WORKSPACE_TOKENS, ContextOptions, workspace_tokens
+    from engine.loading import trained_with_context
+
+    (tmp_path / "training.json").write_text('{"config": {"context_share": 0.8}}')
+    assert trained_with_context(tmp_path) and not trained_with_context(tmp_path / "missing")
+    (tmp_path / "training.json").write_text('{"config": {"draft_share": 0.3}}')
+    assert not trained_with_context(tmp_path)
+    assert workspace_tokens(ContextOptions(), reads_context=True) == WORKSPACE_TOKENS
+    assert workspace_tokens(ContextOptions(), reads_context=False) == 0  # its lookup drafts still search them
+    assert workspace_tokens(ContextOptions(workspace_tokens=128), reads_context=False) == 128
