@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -20,8 +21,7 @@ from typing import Literal
 from evaluation.heldout.records import ALL_OUTPUTS, read_records
 
 BENCHMARKS_ENV = "DGEMMA_BENCHMARKS"
-# Beside the checkout, as the project keeps them (`../shared/benchmarks` from the repository root).
-DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 SINGLE_LINE_TOKENS = 48
 MULTI_LINE_TOKENS = 128
@@ -79,7 +79,29 @@ class Benchmark:
 
 
 def benchmarks_root(root: str | Path | None = None) -> Path:
-    return Path(root or os.environ.get(BENCHMARKS_ENV) or DEFAULT_ROOT)
+    return Path(root or os.environ.get(BENCHMARKS_ENV) or default_root())
+
+
+def default_root() -> Path:
+    """`../shared/benchmarks` beside the checkout, as the project keeps them; for a clone of a checkout
+    on this machine (CI clones one), beside the checkout it was cloned from."""
+    for base in (CHECKOUT, local_origin(CHECKOUT)):
+        if base is not None and (found := base.parent / "shared" / "benchmarks").is_dir():
+            return found
+    return CHECKOUT.parent / "shared" / "benchmarks"
+
+
+def local_origin(checkout: Path) -> Path | None:
+    """The folder `checkout` was cloned from, when its origin is a path on this machine."""
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(checkout), "config", "--get", "remote.origin.url"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = Path(url.removeprefix("file://"))
+    return path if url and path.is_absolute() and path.is_dir() else None
 
 
 def _jsonl(path: Path) -> Iterator[dict]:

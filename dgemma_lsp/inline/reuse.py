@@ -17,7 +17,9 @@ from dgemma_lsp.inline.proposal import Proposal
 from engine.api import Snippet
 
 Source = Literal["model", "lookup", "structure", "next_token", "typed_through", "cache", "speculative"]
-ContextKey = tuple[str, str, str, str, tuple[Snippet, ...]]
+# What an answer was computed from besides the windows: other files' snippets and the drafts.
+Read = tuple[tuple[Snippet, ...], tuple[str, ...]]
+ContextKey = tuple[str, str, str, str, Read]
 RECENT_CONTEXTS = 16
 
 
@@ -29,9 +31,10 @@ class Shown:
     proposals: tuple[Proposal, ...]
 
 
-def context_key(context: CompletionContext, snippets: tuple[Snippet, ...] = ()) -> ContextKey:
-    """What an answer was computed from: the windows, and the other files' snippets the model read."""
-    return (context.language or "", context.mode, context.prefix, context.suffix, snippets)
+def context_key(context: CompletionContext, read: Read = ((), ())) -> ContextKey:
+    """What an answer was computed from: the windows, and what else the model read (the repository's
+    snippets and the drafts, which other files may have changed meanwhile)."""
+    return (context.language or "", context.mode, context.prefix, context.suffix, read)
 
 
 def typed_through(shown: Shown, context: CompletionContext) -> tuple[Proposal, ...]:
@@ -58,10 +61,10 @@ class InlineMemory:
         self.speculation: tuple[ContextKey, asyncio.Future] | None = None
 
     def remember(
-        self, context: CompletionContext, proposals: tuple[Proposal, ...], snippets: tuple[Snippet, ...] = ()
+        self, context: CompletionContext, proposals: tuple[Proposal, ...], read: Read = ((), ())
     ) -> None:
         self.shown = Shown(context=context, proposals=proposals)
-        self.store(context_key(context, snippets), proposals)
+        self.store(context_key(context, read), proposals)
 
     def store(self, key: ContextKey, proposals: tuple[Proposal, ...]) -> None:
         self.recent[key] = proposals
@@ -70,14 +73,14 @@ class InlineMemory:
             self.recent.popitem(last=False)
 
     def recall(
-        self, context: CompletionContext, snippets: tuple[Snippet, ...] = ()
+        self, context: CompletionContext, read: Read = ((), ())
     ) -> tuple[tuple[Proposal, ...], Source] | None:
         """An answer for `context` without the model: the rest of the shown one, or a recent one computed
-        from the same code (the other files' snippets included)."""
+        from the same code (other files' snippets and the drafts included)."""
         if self.shown is not None and (rest := typed_through(self.shown, context)):
             self.shown = Shown(context=context, proposals=rest)
             return rest, "typed_through"
-        key = context_key(context, snippets)
+        key = context_key(context, read)
         if key in self.recent:
             self.recent.move_to_end(key)
             proposals = tuple(replace(p, cursor=context.cursor) for p in self.recent[key])

@@ -54,12 +54,12 @@ class InlineService:
     ) -> Answer | None:
         """The answer at `cursor`, or None when it was superseded or the text moved on meanwhile."""
         plan = prepare(snapshot, cursor, options, engine, started)
-        context, memory, snippets = plan.context, opened.inline, plan.request.context
+        context, memory, read = plan.context, opened.inline, (plan.request.context, plan.request.drafts)
         opened.anchor = context.anchor
-        recalled = memory.recall(context, snippets)
+        recalled = memory.recall(context, read)
         if recalled is not None:
             return Answer(recalled[0], recalled[1], context, None)
-        speculative = memory.take_speculation(context_key(context, snippets))
+        speculative = memory.take_speculation(context_key(context, read))
         if speculative is not None:
             try:
                 completion = await speculative
@@ -69,7 +69,7 @@ class InlineService:
                 proposals = tuple(
                     Proposal(p.text, context.cursor, p.confidence) for p in completion.proposals
                 )
-                memory.remember(context, proposals, snippets)
+                memory.remember(context, proposals, read)
                 return Answer(proposals, "speculative", context, completion.result)
         submitted = time.monotonic()
         future = self._submit(opened.document.uri, plan, engine)
@@ -82,7 +82,7 @@ class InlineService:
             raise
         if not is_current():
             return None  # the text moved on while the model worked: this answer is stale
-        memory.remember(context, completion.proposals, snippets)
+        memory.remember(context, completion.proposals, read)
         queued_ms = (completion.began - submitted) * 1000
         source = completion.proposals[0].origin if completion.proposals else "model"
         drafts = len(plan.request.drafts)
@@ -99,7 +99,7 @@ class InlineService:
     ) -> None:
         """Start computing the completion the user will ask for next (right after an accept)."""
         plan = prepare(snapshot, cursor, options, engine, time.monotonic())
-        key = context_key(plan.context, plan.request.context)
+        key = context_key(plan.context, (plan.request.context, plan.request.drafts))
         memory = opened.inline
         if key in memory.recent:
             return
