@@ -74,6 +74,7 @@ class BenchClient:
             types.InitializeParams(
                 process_id=None,
                 capabilities=types.ClientCapabilities(
+                    experimental={"dgemma": {"status": True}},  # as the editors declare it
                     general=types.GeneralClientCapabilities(position_encodings=["utf-16"]),
                     text_document=types.TextDocumentClientCapabilities(
                         inline_completion=types.InlineCompletionClientCapabilities()
