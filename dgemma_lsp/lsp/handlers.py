@@ -58,10 +58,8 @@ def set_trace(ls: DgemmaServer, params: types.SetTraceParams) -> None:
 
 
 def initialized(ls: DgemmaServer, params: types.InitializedParams) -> None:
-    ls.start_loading()
     ls.start_index_reports()
-    ls.configure_repository()
-    ls.in_background(ls.watch_files())
+    ls.start_loading()  # the workspace index starts once the model is loaded: it would slow the load
 
 
 def did_change_configuration(ls: DgemmaServer, params: types.DidChangeConfigurationParams) -> None:

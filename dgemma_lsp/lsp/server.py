@@ -63,6 +63,7 @@ class DgemmaServer(LanguageServer):
         self._load_task: asyncio.Task | None = None
         self._index_events: asyncio.Queue[Progress] | None = None  # the indexer's progress, on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._watching = False  # a file watcher was asked of the client
         self._failed_at = 0.0  # monotonic time the last load failed
         self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
         self.client_log: client_log.ClientLog | None = None  # set up at initialize
@@ -137,6 +138,9 @@ class DgemmaServer(LanguageServer):
         if self.repository.index is not None and self.repository.index is not was:
             for opened in self.documents:
                 self.repository.opened(opened.document.uri, opened.document.text)
+            if not self._watching:
+                self._watching = True
+                self.in_background(self.watch_files())
 
     def _index_progressed(self, progress: Progress) -> None:
         """From the indexer thread: hand the news to the event loop."""
@@ -168,7 +172,7 @@ class DgemmaServer(LanguageServer):
         """Ask the client to report changes to files of the completed languages, when it can."""
         workspace = self.client_capabilities.workspace
         watched = workspace.did_change_watched_files if workspace else None
-        if not self.repository.on or watched is None or not watched.dynamic_registration:
+        if watched is None or not watched.dynamic_registration:
             return
         suffixes = ",".join(
             sorted(ext[1:] for ext in self.registry.extensions(self.options.completion.languages))
@@ -221,6 +225,7 @@ class DgemmaServer(LanguageServer):
         self.send_status()
         ok = await self.model.load(choice)
         self.send_status()
+        self.configure_repository()  # now: indexing beside the load would slow it and the first completion
         if token is not None:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="ready" if ok else "failed"))
         if ok:

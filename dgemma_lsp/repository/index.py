@@ -150,29 +150,35 @@ class WindowTable:
             return np.array([held], dtype=np.uint32)
         return np.frombuffer(held, dtype=np.uint32).copy()
 
-    def scores(self, query_terms: Iterable[str]) -> np.ndarray:
-        """BM25 of every window against the query's terms (dead windows 0)."""
-        scores = np.zeros(len(self.file), dtype=np.float32)
+    def scores(self, query_terms: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(the windows that hold a query term, their BM25 against the query): only those, so a query
+        costs what its terms' postings hold, not what the whole table does."""
+        none = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         if not self.live:
-            return scores
+            return none
         average = max(self.live_length / self.live, 1.0)
-        lengths = np.frombuffer(self.length, dtype=np.uint16).astype(np.float32)
-        alive = np.frombuffer(self.alive, dtype=np.uint8).astype(bool)
+        lengths = np.frombuffer(self.length, dtype=np.uint16)
+        alive = np.frombuffer(self.alive, dtype=np.uint8)
+        found_ids, found_scores = [], []
         for term in sorted(set(query_terms)):  # a fixed order: the same sums, run after run
             packed = self.packed(term)
             if packed is None:
                 continue
-            ids, tf = packed >> PACK, (packed & COUNT_MASK).astype(np.float32)
+            ids, tf = (packed >> PACK).astype(np.int64), (packed & COUNT_MASK).astype(np.float32)
             if self.dead:  # a changed file's old windows still have postings
-                keep = alive[ids]
+                keep = alive[ids].astype(bool)
                 ids, tf = ids[keep], tf[keep]
             df = len(ids)
             if not df or df > max(MAX_DF_SHARE * self.live, COMMON):
                 continue
             idf = math.log(1.0 + (self.live - df + 0.5) / (df + 0.5))
-            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[ids] / average)
-            scores[ids] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)
-        return scores
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[ids].astype(np.float32) / average)
+            found_ids.append(ids)
+            found_scores.append(idf * tf * (BM25_K1 + 1.0) / (tf + norm))
+        if not found_ids:
+            return none
+        windows, where = np.unique(np.concatenate(found_ids), return_inverse=True)
+        return windows, np.bincount(where, weights=np.concatenate(found_scores)).astype(np.float32)
 
     def compacted(self) -> tuple[WindowTable, np.ndarray]:
         """The table without its dead windows, and each old window's new id (-1: dropped)."""
@@ -275,10 +281,10 @@ class RepositoryIndex:
         windows of files in `boost` weighed by their factor (open and recently edited files)."""
         with self._lock:
             table = self._table
-            if not table.live:
+            windows, scores = table.scores(query_terms)
+            if not len(windows):
                 return []
-            scores = table.scores(query_terms)
-            owners = np.frombuffer(table.file, dtype=np.int32).copy()
+            owners = np.frombuffer(table.file, dtype=np.int32)[windows]
             for path, factor in (boost or {}).items():
                 if (file_id := self._by_path.get(path)) is not None:
                     scores[owners == file_id] *= factor
@@ -288,9 +294,9 @@ class RepositoryIndex:
             best = np.sort(np.argpartition(-scores, count - 1)[:count])  # ties: the earlier window first
             best = best[np.argsort(-scores[best], kind="stable")]
             return [
-                WindowHit(self._files[int(owners[w])], table.line[int(w)], float(scores[w]))
-                for w in best
-                if scores[w] > 0
+                WindowHit(self._files[int(owners[i])], table.line[int(windows[i])], float(scores[i]))
+                for i in best
+                if scores[i] > 0
             ]
 
     # --- changes (one writer thread)

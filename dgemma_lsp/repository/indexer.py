@@ -22,7 +22,9 @@ from dgemma_lsp.repository.index import RepositoryIndex
 
 logger = logging.getLogger(__name__)
 
-PAUSE_S = 0.0005  # between files of the walk: the interpreter goes to the other threads
+# Between files of the walk the indexer rests as long as the file took (at least PAUSE_S): it holds the
+# interpreter at most half the time, so the event loop and the model worker keep theirs.
+PAUSE_S = 0.0005
 REPORT_EVERY_S = 0.5
 
 
@@ -180,12 +182,13 @@ class Indexer:
             if self.index.full():
                 capped = True
                 break
+            began = time.monotonic()
             if path not in self._buffers and self._read(path):
                 files += 1
             if time.monotonic() - reported >= REPORT_EVERY_S:
                 reported = time.monotonic()
                 self.on_progress(Progress(files, str(folder)))
-            time.sleep(PAUSE_S)
+            time.sleep(max(PAUSE_S, time.monotonic() - began))
         if capped:
             logger.warning(
                 "workspace index full (%s): the rest of %s is left out", self.index.stats(), folder

@@ -34,6 +34,7 @@ LOOKUP_CHARS = 512 * 1024
 OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
 RECENT_BOOST = 1.25  # and so do files saved or changed lately
 REQUERY_S = 1.0  # after the index changed, a query whose terms did not runs again at most this often
+IMPORTS_S = 1.0  # the document's imports are read again at most this often (a walk of its top level)
 _TYPED_WORD = re.compile(r"\w+$")
 _ATTRIBUTE = re.compile(r"\b([^\W\d]\w*)\.([^\W\d]\w*)")
 
@@ -151,6 +152,7 @@ class DocumentRetrieval:
         self._imports: tuple[Import, ...] | None = None
         self._definitions: tuple[Snippet, ...] = ()
         self._parsed_seen = -1  # the definitions' generation the imports were read at
+        self._imports_at = -IMPORTS_S
         self._import_files: tuple[IndexedFile, ...] = ()
         self._rendered: tuple[tuple, Related] | None = None
 
@@ -171,7 +173,9 @@ class DocumentRetrieval:
         if changed:  # files indexed, changed, opened or closed since: read them again
             self._generation_seen, self._queried_at = generation, now
         parsed = self.definitions.generation != self._parsed_seen  # an imported file parsed since
-        self._update_imports(text, source, language, tree, changed or parsed)
+        if changed or parsed or now - self._imports_at >= IMPORTS_S:
+            self._imports_at = now
+            self._update_imports(text, source, language, tree, changed or parsed)
         self._update_windows(query_terms(text, cursor), open_paths, changed)
         key = (self._chosen, self._definitions, budget_tokens, open_paths)
         if self._rendered is None or self._rendered[0] != key:
