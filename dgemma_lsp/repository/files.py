@@ -281,6 +281,15 @@ def read_code(path: Path) -> str | None:
     head = text[:2000].lower()
     if any(mark in head for mark in GENERATED_MARKS):
         return None
-    if any(len(line) > MAX_LINE for line in text.split("\n")):
+    if max(map(len, text.split("\n"))) > MAX_LINE:
         return None
     return text
+
+
+def read_again(path: Path) -> str | None:
+    """The text of a file the index read before (and judged then): "" or None if it is gone or no
+    longer text."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

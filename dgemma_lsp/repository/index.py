@@ -159,26 +159,25 @@ class WindowTable:
         average = max(self.live_length / self.live, 1.0)
         lengths = np.frombuffer(self.length, dtype=np.uint16)
         alive = np.frombuffer(self.alive, dtype=np.uint8)
-        found_ids, found_scores = [], []
+        sums = np.zeros(len(self.file), dtype=np.float32)  # scattered into: cheaper than sorting postings
+        common = max(MAX_DF_SHARE * self.live, COMMON)
         for term in sorted(set(query_terms)):  # a fixed order: the same sums, run after run
+            held = self.postings.get(term)
+            if held is None or (not isinstance(held, int) and len(held) > 2 * common):
+                continue  # common beyond doubt (dead postings cannot make up the half of it)
             packed = self.packed(term)
-            if packed is None:
-                continue
             ids, tf = (packed >> PACK).astype(np.int64), (packed & COUNT_MASK).astype(np.float32)
             if self.dead:  # a changed file's old windows still have postings
                 keep = alive[ids].astype(bool)
                 ids, tf = ids[keep], tf[keep]
             df = len(ids)
-            if not df or df > max(MAX_DF_SHARE * self.live, COMMON):
+            if not df or df > common:
                 continue
             idf = math.log(1.0 + (self.live - df + 0.5) / (df + 0.5))
             norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[ids].astype(np.float32) / average)
-            found_ids.append(ids)
-            found_scores.append(idf * tf * (BM25_K1 + 1.0) / (tf + norm))
-        if not found_ids:
-            return none
-        windows, where = np.unique(np.concatenate(found_ids), return_inverse=True)
-        return windows, np.bincount(where, weights=np.concatenate(found_scores)).astype(np.float32)
+            sums[ids] += idf * tf * (BM25_K1 + 1.0) / (tf + norm)  # a term's windows are distinct
+        windows = np.flatnonzero(sums)
+        return windows, sums[windows]
 
     def compacted(self) -> tuple[WindowTable, np.ndarray]:
         """The table without its dead windows, and each old window's new id (-1: dropped)."""

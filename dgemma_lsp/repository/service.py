@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.files import FileRules, read_code
+from dgemma_lsp.repository.files import FileRules, read_again
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
@@ -88,7 +88,7 @@ class Repository:
         if not wanted:
             return
         self._settings = settings
-        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2], read=read_code)
+        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2], read=read_again)
         self.definitions = Definitions(self.registry, later=self._later)  # keyed by this index's file ids
         self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
         for folder in self.folders:

@@ -24,7 +24,7 @@ from tree_sitter import Parser
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations
-from dgemma_lsp.repository.files import read_code
+from dgemma_lsp.repository.files import read_again
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, index_folder
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
@@ -60,16 +60,14 @@ def rss_mb() -> float:
 def server_index(options: Options) -> RepositoryIndex:
     """An empty index as the server makes one: its caps, the texts of files left on disk."""
     context = options.context
-    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read_code)
+    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read_again)
 
 
 def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[RepositoryIndex, dict]:
     """The index as the server builds it (its indexer thread, in the background), timed until idle."""
     gc.collect()
     before = rss_mb()
-    index = RepositoryIndex(
-        options.context.workspace_max_files, options.context.workspace_max_bytes, read_code
-    )
+    index = server_index(options)
     started = time.monotonic()
     indexer = Indexer(index, registry, rules_of(options, registry))
     indexer.add_folder(folder)
@@ -91,9 +89,7 @@ def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[R
 def traced_mb(folder: Path, options: Options, registry: LanguageRegistry) -> float:
     """What the index's structures hold, as tracemalloc counts it (a second build, traced)."""
     tracemalloc.start()
-    index = RepositoryIndex(
-        options.context.workspace_max_files, options.context.workspace_max_bytes, read_code
-    )
+    index = server_index(options)
     index_folder(index, registry, rules_of(options, registry), folder)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
