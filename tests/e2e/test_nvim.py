@@ -233,6 +233,14 @@ def test_ghost_text_appears_and_tab_accepts_it(editor: Editor, workspace: Path):
     assert statusline.startswith("dgemma: ") and " cpu " in statusline and statusline.endswith("ms"), (
         statusline
     )
+    # A ready server whose last engine call failed (a remote one) says so; the real status is put back.
+    ready, failing = ed.lua(
+        "local lsp = require('dgemma.lsp'); local real = lsp.status;"
+        " local ready = require('dgemma').statusline();"
+        " lsp.status = vim.tbl_extend('force', real, { error = 'connection refused' });"
+        " local failing = require('dgemma').statusline(); lsp.status = real; return { ready, failing }"
+    )
+    assert failing == ready + " failing", (ready, failing)
 
 
 @pytest.mark.parametrize("editor", [*DEFAULT, BUILTIN], ids=["0.12", "0.11", "0.12-builtin"], indirect=True)

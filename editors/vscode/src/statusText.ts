@@ -65,8 +65,10 @@ export function describeStatus(phase: ClientPhase, enabled: boolean, status: Ser
   if (status.lastLatencyMs !== null && status.lastLatencyMs !== undefined) {
     parts.push(`${Math.round(status.lastLatencyMs)} ms`);
   }
-  const icon = enabled ? "$(sparkle)" : "$(circle-slash)";
+  const failing = Boolean(status.error); // ready, but the last engine call failed (a remote server)
+  const icon = failing ? "$(warning)" : enabled ? "$(sparkle)" : "$(circle-slash)";
   const tooltip = [
+    ...(failing ? [`Last request failed: ${status.error}`] : []),
     `Model: ${status.model ?? "?"}`,
     `Device: ${status.device ?? "?"}`,
     `Last completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}${
@@ -75,5 +77,8 @@ export function describeStatus(phase: ClientPhase, enabled: boolean, status: Ser
     enabled ? "Inline completions on" : "Inline completions off",
     "Click for the menu",
   ].join("\n");
-  return { text: `${icon} DGemma: ${parts.join(" · ")}${off}`, tooltip, error: false };
+  if (failing) {
+    parts.push("failing");
+  }
+  return { text: `${icon} DGemma: ${parts.join(" · ")}${off}`, tooltip, error: failing };
 }

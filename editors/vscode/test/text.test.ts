@@ -56,6 +56,14 @@ test("the status bar shows model, device and latency", () => {
   const failed = { ...ready, state: "failed", error: "no such folder" } as const;
   assert.match(describeStatus("running", true, failed).tooltip, /no such folder/);
   assert.ok(describeStatus("running", true, failed).error);
+  const unreachable = { ...ready, error: "http://gpu-box:8000/v1: connection refused" } as const;
+  assert.equal(
+    describeStatus("running", true, unreachable).text,
+    "$(warning) DGemma: tiny-model0 · cpu · 87 ms · failing",
+  );
+  assert.match(describeStatus("running", true, unreachable).tooltip, /^Last request failed: .*connection refused/);
+  assert.ok(describeStatus("running", true, unreachable).error);
+  assert.ok(!describeStatus("running", true, ready).error);
   assert.match(describeStatus("notFound", true, undefined).text, /no server/);
   assert.equal(shortModel("google/diffusiongemma-26B-A4B-it"), "google/diffusiongemma-26B-A4B-it");
   assert.equal(shortModel("http://gpu-box:8000/v1"), "gpu-box:8000/v1");

@@ -198,7 +198,8 @@ function M.configure(server)
 end
 
 ---A statusline component: "dgemma: <model> <device>[ <latency>ms]", "dgemma: loading[ <model>]",
----"dgemma: <model> failed", "dgemma: off", "" without a server (:help dgemma-statusline).
+---"dgemma: <model> failed", "dgemma: <model> ... failing" while a remote engine fails, "dgemma: off", ""
+---without a server (:help dgemma-statusline).
 ---@return string
 function M.statusline()
   local status = lsp.status
@@ -227,6 +228,9 @@ function M.statusline()
   end
   if status.lastLatencyMs then
     parts[#parts + 1] = ("%dms"):format(math.floor(status.lastLatencyMs + 0.5))
+  end
+  if status.error and status.error ~= vim.NIL then
+    parts[#parts + 1] = "failing" -- ready, but the last engine call failed (a remote server)
   end
   return table.concat(parts, " ")
 end
