@@ -79,16 +79,16 @@ class Benchmark:
 
 
 def benchmarks_root(root: str | Path | None = None) -> Path:
-    return Path(root or os.environ.get(BENCHMARKS_ENV) or default_root())
+    return Path(root or os.environ.get(BENCHMARKS_ENV) or shared_path("benchmarks"))
 
 
-def default_root() -> Path:
-    """`../shared/benchmarks` beside the checkout, as the project keeps them; for a clone of a checkout
-    on this machine (CI clones one), beside the checkout it was cloned from."""
+def shared_path(*parts: str) -> Path:
+    """`../shared/<parts>` beside the checkout, where the project keeps material it only reads; for a
+    clone of a checkout on this machine (CI clones one), beside the checkout it was cloned from."""
     for base in (CHECKOUT, local_origin(CHECKOUT)):
-        if base is not None and (found := base.parent / "shared" / "benchmarks").is_dir():
+        if base is not None and (found := base.parent.joinpath("shared", *parts)).exists():
             return found
-    return CHECKOUT.parent / "shared" / "benchmarks"
+    return CHECKOUT.parent.joinpath("shared", *parts)
 
 
 def local_origin(checkout: Path) -> Path | None:

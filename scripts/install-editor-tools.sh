@@ -104,6 +104,11 @@ if [[ ! -f "$VSIX" ]] || [[ -n "$(find "$EXT/src" "$EXT/package.json" "$EXT/READ
 fi
 
 LSP_MODE="${DGEMMA_LSP_MODE_DIR:-$ROOT/../shared/vendor/lsp-mode}"
+ORIGIN="$(git -C "$ROOT" config --get remote.origin.url 2>/dev/null || true)"
+ORIGIN="${ORIGIN#file://}"
+if [[ -z "${DGEMMA_LSP_MODE_DIR:-}" && ! -d "$LSP_MODE" && "$ORIGIN" == /* ]]; then
+  LSP_MODE="$ORIGIN/../shared/vendor/lsp-mode"  # a clone of a checkout on this machine (CI's)
+fi
 if [[ -f "$LSP_MODE/lsp-inline-completion.el" ]]; then
   say "ready: emacs $(command -v emacs), lsp-mode $(cd "$LSP_MODE" && pwd)"
 else

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluation.benchmarks import shared_path
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = "bash scripts/install-editor-tools.sh"
 TOOLS = Path(os.environ.get("DGEMMA_EDITOR_TOOLS", Path.home() / ".cache" / "dgemma-lsp" / "editor-tools"))
@@ -21,7 +23,7 @@ VSIX = ROOT / "editors" / "vscode" / "dgemma.vsix"
 ARTIFACTS = ROOT / "test-artifacts"
 # lsp-mode with inline completion (10.0.0 and newer): $DGEMMA_LSP_MODE_DIR, or the upstream copy that
 # sits beside a checkout in the shared workspace (GPL-3.0 test material, never part of this repository).
-LSP_MODE = Path(os.environ.get("DGEMMA_LSP_MODE_DIR", ROOT.parent / "shared" / "vendor" / "lsp-mode"))
+LSP_MODE = Path(os.environ.get("DGEMMA_LSP_MODE_DIR") or shared_path("vendor", "lsp-mode"))
 # Debian's elpa-* packages: the libraries lsp-mode needs.
 ELPA = Path("/usr/share/emacs/site-lisp/elpa")
 LSP_MODE_LIBRARIES = ("dash", "f", "s", "ht", "spinner", "lv", "markdown-mode")
