@@ -57,11 +57,11 @@ def _model(spec: str, remote: RemoteSettings) -> str:
 
 def _remote(url: str, settings: RemoteSettings) -> str:
     """What the server at `url` serves and supports (asked now), or why it cannot be used."""
-    from engine.remote_http import HttpClient, RemoteError
+    from engine.remote_http import HttpClient, RemoteError, server_base
     from engine.remote_server import probe
 
     try:
-        client = HttpClient(url.rstrip("/").removesuffix("/v1"), settings.key(), settings.timeout_s)
+        client = HttpClient(server_base(url), settings.key(), settings.timeout_s)
     except RemoteError as err:
         return f"{url}: NOT USABLE: {err}"
     try:

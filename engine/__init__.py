@@ -16,6 +16,7 @@ from engine.api import (
     Snippet,
     Timings,
 )
+from engine.loading import load_engine
 from engine.remote_settings import RemoteSettings
 
 
@@ -25,19 +26,6 @@ def preload() -> None:
     from engine.loading import import_model_libraries
 
     import_model_libraries()
-
-
-def load_engine(
-    spec: str = "default",
-    device: str = "auto",
-    threads: int | None = None,
-    remote: RemoteSettings | None = None,
-) -> Engine:
-    """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL
-    (`remote`: how to use a server, for a URL)."""
-    from engine.loading import load_engine as _load
-
-    return _load(spec, device=device, threads=threads, remote=remote)
 
 
 __all__ = [

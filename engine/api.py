@@ -7,7 +7,7 @@ through these names.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
@@ -176,6 +176,15 @@ class Candidate:
     @property
     def mean_head_confidence(self) -> float:
         return sum(self.head_confidence) / len(self.head_confidence) if self.head_confidence else 0.0
+
+
+def best_first(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
+    """Distinct texts, each its most confident candidate, best first by mean confidence."""
+    seen: dict[str, Candidate] = {}
+    for found in candidates:
+        if found.text not in seen or found.mean_confidence > seen[found.text].mean_confidence:
+            seen[found.text] = found
+    return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ class ResolvedSpec:
     name: str  # what the user asked for
 
 
+def is_url(spec: str) -> bool:
+    """Whether a model spec names a server (http or https) rather than weights on this machine."""
+    return spec.strip().startswith(("http://", "https://"))
+
+
 def resolve_spec(spec: str) -> ResolvedSpec:
     """Where a spec points, without loading anything (the `doctor` command prints this)."""
     spec = spec.strip()
@@ -38,7 +43,7 @@ def resolve_spec(spec: str) -> ResolvedSpec:
         raise EngineError(
             "empty model spec: use 'default', a checkpoint folder, a cached Hugging Face id or a URL"
         )
-    if spec.startswith(("http://", "https://")):
+    if is_url(spec):
         return ResolvedSpec("remote", spec.rstrip("/"), spec)
     if spec == "default":
         if not (BUNDLED_MODEL_DIR / "config.json").is_file():
@@ -150,6 +155,8 @@ def load_engine(
     threads: int | None = None,
     remote: RemoteSettings | None = None,
 ) -> Engine:
+    """Load the model `spec` names: 'default', a checkpoint folder, a cached Hugging Face id or a URL
+    (`remote`: how to use a server, for a URL)."""
     resolved = resolve_spec(spec)
     if resolved.kind == "remote":
         from engine.remote_engine import RemoteEngine

@@ -23,6 +23,7 @@ from engine.api import (
     InfillResult,
     StopReason,
     Timings,
+    best_first,
 )
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
@@ -390,23 +391,23 @@ class LocalEngine:
     def _candidates(self, rows: list[_Row], drafts: int = 0, lead: str = "") -> tuple[Candidate, ...]:
         """Distinct texts (without the request's lead), best first by mean confidence; each says which
         draft row it came from."""
-        seen: dict[str, Candidate] = {}
+        candidates = []
         for index, row in enumerate(rows):
             written = self.format.clean(self.format.decode(row.tokens))
             offsets = self._offsets(row.tokens, written)
             text = without_lead(written, lead)
             if len(text) < len(written):
                 offsets = offsets_without_lead(offsets, lead)
-            candidate = Candidate(
-                text=text,
-                token_ids=tuple(row.tokens),
-                confidence=tuple(row.confidence),
-                offsets=offsets,
-                draft=index if index < drafts else None,
+            candidates.append(
+                Candidate(
+                    text=text,
+                    token_ids=tuple(row.tokens),
+                    confidence=tuple(row.confidence),
+                    offsets=offsets,
+                    draft=index if index < drafts else None,
+                )
             )
-            if text not in seen or candidate.mean_confidence > seen[text].mean_confidence:
-                seen[text] = candidate
-        return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))
+        return best_first(candidates)
 
 
 _STRING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")

@@ -28,9 +28,10 @@ from engine.api import (
     InfillResult,
     StopReason,
     Timings,
+    best_first,
 )
-from engine.remote_http import Abandoned, Call, HttpClient, RemoteError
-from engine.remote_server import ServerFacts, estimate_tokens, probe
+from engine.remote_http import Abandoned, Call, HttpClient, RemoteError, server_base
+from engine.remote_server import ServerFacts, estimate_tokens, probe, tokenize_call
 from engine.remote_settings import RemoteSettings
 from engine.remote_wire import (
     Layout,
@@ -41,7 +42,6 @@ from engine.remote_wire import (
     endpoint,
     layout,
     prompt_fields,
-    rank,
     rows,
 )
 
@@ -71,7 +71,7 @@ class Pace:
 class RemoteEngine:
     def __init__(self, url: str, settings: RemoteSettings | None = None) -> None:
         self.settings = settings or RemoteSettings()
-        self.base = url.rstrip("/").removesuffix("/v1")
+        self.base = server_base(url)
         self.http = HttpClient(self.base, self.settings.key(), self.settings.timeout_s)
         try:
             self.facts = probe(self.http, self.settings)
@@ -180,7 +180,7 @@ class RemoteEngine:
         details = _object(usage.get("prompt_tokens_details"))
         reason: StopReason = "eos" if ended else "max_tokens"
         return InfillResult(
-            candidates=rank(candidates),
+            candidates=best_first(candidates),
             steps=0,  # the server does not say how many it ran
             tokens_per_forward=0.0,
             stop_reason=reason,
@@ -198,10 +198,7 @@ class RemoteEngine:
         wanted = [t for t in dict.fromkeys(texts) if t]
         missing = [t for t in wanted if t not in self._ids]
         if missing:
-            calls = [
-                Call("/tokenize", {"model": self.facts.model, "prompt": t, "add_special_tokens": False})
-                for t in missing
-            ]
+            calls = [tokenize_call(self.facts.model, t) for t in missing]
             answers = self.http.calls(calls, request.deadline, request.cancel)
             if len(self._ids) + len(missing) > MEMO_TEXTS:
                 self._ids.clear()

@@ -59,6 +59,11 @@ class Call:
     body: dict[str, Any] | None = None
 
 
+def server_base(url: str) -> str:
+    """The server's root for a model URL, which may name its OpenAI API (`.../v1`) or not."""
+    return url.rstrip("/").removesuffix("/v1")
+
+
 def system_ssl_context() -> ssl.SSLContext:
     """Certificates as the operating system trusts them (its store, and SSL_CERT_FILE where set)."""
     import truststore

@@ -91,7 +91,7 @@ def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
     max_len = models[0].get("max_model_len")
     version, fim, sample = _answers(
         client,
-        [Call("/version"), _tokenize(model, FIM_MIDDLE), _tokenize(model, SAMPLE)],
+        [Call("/version"), tokenize_call(model, FIM_MIDDLE), tokenize_call(model, SAMPLE)],
     )
     tokenize = isinstance(sample, dict) and isinstance(sample.get("tokens"), list)
     has_fim = isinstance(fim, dict) and len(fim.get("tokens") or []) == 1
@@ -119,7 +119,8 @@ def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
     )
 
 
-def _tokenize(model: str, text: str) -> Call:
+def tokenize_call(model: str, text: str) -> Call:
+    """The server's ids for `text` as it would tokenize it inside a prompt (no special tokens added)."""
     return Call("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
 
 
@@ -145,11 +146,11 @@ def _single_tokens(client: HttpClient, model: str, family: str) -> dict[str, int
     """The family's control tokens the server's tokenizer holds as one id each (FIM: all of ours;
     chat: the end-of-text ones), by name."""
     names = special_tokens() if family == "fim" else list(CHAT_END_TOKENS)
-    (joined,) = _answers(client, [_tokenize(model, "".join(names))])
+    (joined,) = _answers(client, [tokenize_call(model, "".join(names))])
     ids = joined.get("tokens") if isinstance(joined, dict) else None
     if isinstance(ids, list) and len(ids) == len(names):  # each one token: one call told them all
         return dict(zip(names, ids, strict=True))
-    answers = _answers(client, [_tokenize(model, name) for name in names])
+    answers = _answers(client, [tokenize_call(model, name) for name in names])
     return {
         name: answer["tokens"][0]
         for name, answer in zip(names, answers, strict=True)

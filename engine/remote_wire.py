@@ -273,12 +273,3 @@ def _cleaned(text: str, offsets: list[int]) -> tuple[str, list[int]]:
         return text, offsets
     start = text.find(clean)
     return clean, [min(max(0, o - start), len(clean)) for o in offsets]
-
-
-def rank(candidates: list[Candidate]) -> tuple[Candidate, ...]:
-    """Distinct texts, best first by mean confidence (as the local engine ranks them)."""
-    seen: dict[str, Candidate] = {}
-    for found in candidates:
-        if found.text not in seen or found.mean_confidence > seen[found.text].mean_confidence:
-            seen[found.text] = found
-    return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))

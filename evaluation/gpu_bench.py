@@ -213,11 +213,11 @@ def autoregressive(model, prompt: torch.Tensor, tokens: int, device: str) -> Sam
 
 def served(url: str, prompt: torch.Tensor, steps: int, canvas: int, vocab: int) -> Callable[[], Sample]:
     """A run against a vLLM serving DiffusionGemma: the same prompt ids, one canvas, `steps` steps."""
-    from engine.remote_http import Call, HttpClient
+    from engine.remote_http import Call, HttpClient, server_base
     from engine.remote_server import probe
     from engine.remote_settings import RemoteSettings
 
-    client = HttpClient(url.rstrip("/").removesuffix("/v1"), RemoteSettings().key(), timeout_s=600)
+    client = HttpClient(server_base(url), RemoteSettings().key(), timeout_s=600)
     facts = probe(client, RemoteSettings())
     if not facts.extras or facts.vocab_size != vocab or facts.canvas < canvas:
         client.close()

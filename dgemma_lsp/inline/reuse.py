@@ -14,7 +14,7 @@ from typing import Literal
 
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.proposal import Proposal
-from engine.api import Snippet
+from engine.api import InfillRequest, Snippet
 
 Source = Literal["model", "lookup", "structure", "next_token", "typed_through", "cache", "speculative"]
 # What an answer was computed from besides the windows: other files' snippets and the drafts.
@@ -29,6 +29,11 @@ class Shown:
 
     context: CompletionContext
     proposals: tuple[Proposal, ...]
+
+
+def read_by(request: InfillRequest) -> Read:
+    """What a request gives the model to read besides its windows."""
+    return request.context, request.drafts
 
 
 def context_key(context: CompletionContext, read: Read = ((), ())) -> ContextKey:

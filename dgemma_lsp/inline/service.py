@@ -22,7 +22,7 @@ from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.pipeline import Completion, execute
 from dgemma_lsp.inline.planning import Plan, prepare
 from dgemma_lsp.inline.proposal import Proposal
-from dgemma_lsp.inline.reuse import Source, context_key
+from dgemma_lsp.inline.reuse import Source, context_key, read_by
 from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 from engine import Engine, InfillResult
@@ -54,7 +54,7 @@ class InlineService:
     ) -> Answer | None:
         """The answer at `cursor`, or None when it was superseded or the text moved on meanwhile."""
         plan = prepare(snapshot, cursor, options, engine, started)
-        context, memory, read = plan.context, opened.inline, (plan.request.context, plan.request.drafts)
+        context, memory, read = plan.context, opened.inline, read_by(plan.request)
         opened.anchor = context.anchor
         recalled = memory.recall(context, read)
         if recalled is not None:
@@ -99,7 +99,7 @@ class InlineService:
     ) -> None:
         """Start computing the completion the user will ask for next (right after an accept)."""
         plan = prepare(snapshot, cursor, options, engine, time.monotonic())
-        key = context_key(plan.context, (plan.request.context, plan.request.drafts))
+        key = context_key(plan.context, read_by(plan.request))
         memory = opened.inline
         if key in memory.recent:
             return

@@ -42,6 +42,7 @@ MAX_LINE = 1000  # a longer line: minified or data, not code to read
 # Compiled output beside its source: `x.js` or `x.d.ts` next to `x.ts` (packages often ship both).
 COMPILED = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts", ".ts"), ".cjs": (".cts", ".ts")}
 COMPILED_SUFFIXES = (".d.ts", ".d.mts", ".d.cts", ".js", ".jsx", ".mjs", ".cjs")
+TYPESCRIPT_SUFFIXES = (".ts", ".tsx", ".mts", ".cts")
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class TypeScriptSources:
         self.top_names: set[str] = set()  # those of files at the folder's top
 
     def add(self, relative: str) -> None:
-        if relative.endswith((".ts", ".tsx", ".mts", ".cts")):
+        if relative.endswith(TYPESCRIPT_SUFFIXES):
             parts = tuple(_stem(relative).split("/"))
             self.last_two.add(parts[-2:])
             self.names.add(parts[-1])
@@ -156,14 +157,14 @@ def compiled_output_of(relative: str, indexed: Callable[[str], list[str]]) -> bo
         return False
     parts = _stem(relative).split("/")
     sources = TypeScriptSources()
-    for suffix in (".ts", ".tsx", ".mts", ".cts"):
+    for suffix in TYPESCRIPT_SUFFIXES:
         for found in indexed("/".join(parts[-2:]) + suffix) + indexed(parts[-1] + suffix):
             sources.add(found)
     return sources.compiles_to(relative)
 
 
 def _stem(relative: str) -> str:
-    for suffix in (".d.ts", ".d.mts", ".d.cts", *COMPILED_SUFFIXES, ".ts", ".tsx", ".mts", ".cts"):
+    for suffix in (*COMPILED_SUFFIXES, *TYPESCRIPT_SUFFIXES):  # the declarations' .d.ts before .ts
         if relative.endswith(suffix):
             return relative[: -len(suffix)]
     return relative

@@ -19,6 +19,7 @@ from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
 from dgemma_lsp.runtime.options import Options
+from engine.loading import is_url
 
 RECENT_S = 600.0  # a file saved or changed this long ago still counts as recently edited
 RECENT_FILES = 64
@@ -34,7 +35,7 @@ def reads_workspace(options: Options) -> bool:
     """Whether the options let the server read the repository for the model they choose."""
     if options.context.workspace is not None:
         return options.context.workspace
-    return not options.model.startswith(("http://", "https://"))
+    return not is_url(options.model)
 
 
 def rules_of(options: Options, registry: LanguageRegistry) -> FileRules:
@@ -44,6 +45,12 @@ def rules_of(options: Options, registry: LanguageRegistry) -> FileRules:
         max_file_bytes=context.workspace_max_file_bytes,
         exclude=context.workspace_exclude,
     )
+
+
+def new_index(options: Options) -> RepositoryIndex:
+    """An empty index as the server keeps one: the options' caps, the texts of files left on disk."""
+    context = options.context
+    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read=read_again)
 
 
 class Repository:
@@ -88,7 +95,7 @@ class Repository:
         if not wanted:
             return
         self._settings = settings
-        self.index = RepositoryIndex(max_files=settings[1], max_bytes=settings[2], read=read_again)
+        self.index = new_index(options)
         self.definitions = Definitions(self.registry, later=self._later)  # keyed by this index's file ids
         self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
         for folder in self.folders:

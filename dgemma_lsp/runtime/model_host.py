@@ -18,6 +18,7 @@ from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
 from engine import Engine, EngineError, RemoteSettings
 from engine.api import AllocationWindow
+from engine.loading import is_url
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class ModelChoice:
 
     @property
     def is_remote(self) -> bool:
-        return self.spec.strip().startswith(("http://", "https://"))
+        return is_url(self.spec)
 
 
 Loader = Callable[[ModelChoice], Engine]

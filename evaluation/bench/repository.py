@@ -24,11 +24,10 @@ from tree_sitter import Parser
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations
-from dgemma_lsp.repository.files import read_again
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, index_folder
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
-from dgemma_lsp.repository.service import rules_of
+from dgemma_lsp.repository.service import new_index, rules_of
 from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.stats import percentile
 
@@ -57,17 +56,11 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * 4096 / 1e6
 
 
-def server_index(options: Options) -> RepositoryIndex:
-    """An empty index as the server makes one: its caps, the texts of files left on disk."""
-    context = options.context
-    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read_again)
-
-
 def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[RepositoryIndex, dict]:
     """The index as the server builds it (its indexer thread, in the background), timed until idle."""
     gc.collect()
     before = rss_mb()
-    index = server_index(options)
+    index = new_index(options)
     started = time.monotonic()
     indexer = Indexer(index, registry, rules_of(options, registry))
     indexer.add_folder(folder)
@@ -89,7 +82,7 @@ def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[R
 def traced_mb(folder: Path, options: Options, registry: LanguageRegistry) -> float:
     """What the index's structures hold, as tracemalloc counts it (a second build, traced)."""
     tracemalloc.start()
-    index = server_index(options)
+    index = new_index(options)
     index_folder(index, registry, rules_of(options, registry), folder)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
