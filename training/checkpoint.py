@@ -71,6 +71,7 @@ def save_checkpoint(
 
 
 def tokenizer_config() -> dict[str, str]:
+    """tokenizer_config.json: load tokenizer.json as a fast tokenizer with our special tokens."""
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": BOS,
