@@ -111,3 +111,38 @@ async def test_a_speculative_answer_passes_the_same_gates_as_any_other(tiny_engi
     assert answer is not None and answer.source == "speculative"
     assert [p.text for p in answer.proposals] == [p.text for p in fresh.proposals]
     assert bool(fresh.proposals) == (options is OPEN_GATES)
+
+
+async def test_an_answer_cut_short_by_the_deadline_is_never_served_again_from_the_cache(tiny_engine):
+    # A request whose deadline has passed before the engine starts gets the sampler's best canvas so
+    # far (stop reason "deadline"). Recalling it later would replay a worse answer than the time or the
+    # server's speed then allow (raising latencyBudgetMs, a server back to speed): the next request at
+    # the same context runs the engine again. An answer that finished in time is recalled as before.
+    text = "import textwrap\n\ndef shorten(text, width):\n    words = text.split()\n    result = \n"
+    cursor = text.index("result = ") + len("result = ")
+    opened = standalone(text, "python", LanguageRegistry(), "file:///shorten.py")
+    snapshot = opened.snapshot()
+    # From noise (no drafts): one step cannot settle a canvas, so a passed deadline cuts it.
+    noise = replace(OPEN_GATES.completion, drafts=False, next_token_draft=False)
+    timed = Options(completion=replace(noise, latency_budget_ms=250))
+    untimed = Options(completion=noise)
+    scheduler = Scheduler()
+    try:
+        service = InlineService(scheduler)
+        sources = []
+        for options, started in ((timed, time.monotonic() - 10), (timed, time.monotonic() - 10)):
+            answer = await service.complete(
+                opened, snapshot, cursor, options, tiny_engine, started, lambda: True
+            )
+            assert answer is not None
+            sources.append((answer.source, answer.result.stop_reason if answer.result else None))
+        assert all(source != "cache" for source, _ in sources), sources
+        assert sources[0][1] == "deadline"
+        for _ in range(2):
+            answer = await service.complete(
+                opened, snapshot, cursor, untimed, tiny_engine, time.monotonic(), lambda: True
+            )
+            sources.append((answer.source, answer.result.stop_reason if answer.result else None))
+        assert sources[2][1] != "deadline" and sources[3][0] == "cache", sources
+    finally:
+        scheduler.stop()

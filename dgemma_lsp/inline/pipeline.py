@@ -34,6 +34,11 @@ class Completion:
     began: float = 0.0  # monotonic time the engine call started
     repaired: bool = False  # syntax repair replaced the best proposal
 
+    @property
+    def whole(self) -> bool:
+        """The engine finished before the deadline: the answer is not one cut short by time."""
+        return self.result.stop_reason != "deadline"
+
 
 def complete(
     snapshot: Snapshot,

@@ -66,10 +66,17 @@ class InlineMemory:
         self.speculation: tuple[ContextKey, asyncio.Future] | None = None
 
     def remember(
-        self, context: CompletionContext, proposals: tuple[Proposal, ...], read: Read = ((), ())
+        self,
+        context: CompletionContext,
+        proposals: tuple[Proposal, ...],
+        read: Read = ((), ()),
+        whole: bool = True,
     ) -> None:
+        """`proposals` are shown at `context`; kept for a recall too unless the deadline cut them short
+        (`whole` False): a later request may have the time, or the server the speed, to do better."""
         self.shown = Shown(context=context, proposals=proposals)
-        self.store(context_key(context, read), proposals)
+        if whole:
+            self.store(context_key(context, read), proposals)
 
     def store(self, key: ContextKey, proposals: tuple[Proposal, ...]) -> None:
         self.recent[key] = proposals

@@ -69,7 +69,7 @@ class InlineService:
                 proposals = tuple(
                     Proposal(p.text, context.cursor, p.confidence) for p in completion.proposals
                 )
-                memory.remember(context, proposals, read)
+                memory.remember(context, proposals, read, completion.whole)
                 return Answer(proposals, "speculative", context, completion.result)
         submitted = time.monotonic()
         future = self._submit(opened.document.uri, plan, engine)
@@ -82,7 +82,7 @@ class InlineService:
             raise
         if not is_current():
             return None  # the text moved on while the model worked: this answer is stale
-        memory.remember(context, completion.proposals, read)
+        memory.remember(context, completion.proposals, read, completion.whole)
         queued_ms = (completion.began - submitted) * 1000
         source = completion.proposals[0].origin if completion.proposals else "model"
         drafts = len(plan.request.drafts)
@@ -106,7 +106,7 @@ class InlineService:
         future = self._submit(opened.document.uri, plan, engine)
 
         def store(done: asyncio.Future) -> None:
-            if not done.cancelled() and done.exception() is None:
+            if not done.cancelled() and done.exception() is None and done.result().whole:
                 memory.store(key, done.result().proposals)
 
         future.add_done_callback(store)
