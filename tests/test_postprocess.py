@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from dgemma_lsp.inline.postprocess import (
     Shape,
     balance_brackets,
@@ -194,3 +196,18 @@ def test_a_blank_line_that_writes_the_line_above_again_is_none():
     assert postprocess("    }", replace(single(), line_above="    }")) == "    }"  # no word: closers repeat
     after_code = replace(single(), line_prefix="    count ", line_above="    count += 1")
     assert not repeats_line_above("+= 1", after_code.line_prefix, after_code.line_above)
+
+
+@pytest.mark.parametrize(
+    ("text", "line_suffix", "expected"),
+    [
+        # Inserted before `variance(values) ** 0.5`, `... / len` would make `lenvariance(...)`.
+        ("sum(values) / len", "variance(values) ** 0.5", "sum(values) / "),
+        ("len", "n // 2", None),  # `lenn`: nothing of it fits
+        ("foo(x)", "bar", "foo(x)"),  # ends with a bracket: nothing glues
+        ("foo", " + bar", "foo"),  # a space between: nothing glues
+    ],
+)
+def test_a_completion_never_runs_into_the_word_after_the_cursor(text, line_suffix, expected):
+    shape = Shape(multi_line=False, max_lines=1, min_indent=None, line_suffix=line_suffix, suffix=line_suffix)
+    assert postprocess(text, shape) == expected

@@ -4,7 +4,8 @@ In order: keep to the scope (one line, or the lines of the enclosing block), dro
 line above again, cut before a line that repeats the one before it, drop what went round a loop, cut
 what repeats the start of the suffix,
 end with the line that closes the brackets open at the cursor, close only the brackets the
-completion itself opened, and drop results with nothing in them. Each step is a small function so
+completion itself opened, cut a last word that would run into the word after the cursor, and drop
+results with nothing in them. Each step is a small function so
 each can be tested alone.
 """
 
@@ -248,6 +249,21 @@ def cut_repeated_line(text: str, shape: Shape) -> str:
     return text
 
 
+_TRAILING_WORD = re.compile(r"\w+\Z")
+
+
+def cut_glued(text: str, line_suffix: str) -> str:
+    """Cut the word a completion ends with when the rest of the line starts with a word character:
+    inserted, the two would run into one identifier (`len` before `n // 2` makes `lenn`)."""
+    if not line_suffix[:1] or not _WORD_CHAR.match(line_suffix[:1]):
+        return text
+    trailing = _TRAILING_WORD.search(text)
+    return text[: trailing.start()] if trailing else text
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
 def postprocess(text: str, shape: Shape) -> str | None:
     """The completion to offer, or None when nothing useful is left."""
     text = drop_unprintable(text)
@@ -262,4 +278,5 @@ def postprocess(text: str, shape: Shape) -> str | None:
     text = balance_brackets(text, shape)
     if not shape.multi_line:
         text = text.rstrip()
+    text = cut_glued(text, shape.line_suffix)
     return text if text.strip() else None

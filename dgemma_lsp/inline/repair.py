@@ -50,7 +50,16 @@ class ParseCheck:
     def __init__(self, grammar: Language, prefix: str, suffix: str) -> None:
         self.parser = Parser(grammar)
         self.prefix, self.suffix = prefix, suffix
-        self.before = len(error_spans(self.parser, prefix + suffix))
+        spans = error_spans(self.parser, prefix + suffix)
+        self.before = len(spans)
+        # Whether the cursor is inside a line that parsed (code after it, no error on the line): then any
+        # error a middle brings onto it is the middle's, whatever the rest of the file does (an error
+        # elsewhere that the middle's text happens to close would hide it from a count). At the end of
+        # a line the rule is off: an unfinished line there (`out = `) often shows its error further on.
+        line_start = prefix.rfind("\n") + 1
+        rest = suffix.split("\n", 1)[0]
+        line_end = len(prefix) + len(rest)
+        self.line_parsed = bool(rest.strip()) and not any(a <= line_end and b >= line_start for a, b in spans)
         self._known: dict[str, list[tuple[int, int]]] = {}  # a middle is checked, then guarded: parse once
 
     def introduced(self, middle: str) -> list[tuple[int, int]]:
@@ -61,9 +70,10 @@ class ParseCheck:
 
     def _introduced(self, middle: str) -> list[tuple[int, int]]:
         after = error_spans(self.parser, self.prefix + middle + self.suffix)
-        if len(after) <= self.before:
-            return []
         start, end = len(self.prefix), len(self.prefix) + len(middle)
+        on_middle = any(a <= end + 1 and b >= start for a, b in after)
+        if len(after) <= self.before and not (self.line_parsed and on_middle):
+            return []
         spans = []
         for a, b in after:
             if b < start or a > end + 1:
