@@ -65,6 +65,10 @@ class BenchClient:
         def on_message(params: types.ShowMessageParams) -> None:
             self.log_lines.append(params.message)
 
+    def experimental(self) -> dict:
+        """The client's experimental capabilities: dgemma/status, as the editors declare it."""
+        return {"dgemma": {"status": True}}
+
     async def start(self, model: str, options: dict, folders: list[Path] = ()) -> float:
         """Start the server (with `folders` as its workspace); returns the time from process start to
         initialize's answer."""
@@ -74,7 +78,7 @@ class BenchClient:
             types.InitializeParams(
                 process_id=None,
                 capabilities=types.ClientCapabilities(
-                    experimental={"dgemma": {"status": True}},  # as the editors declare it
+                    experimental=self.experimental(),
                     general=types.GeneralClientCapabilities(position_encodings=["utf-16"]),
                     text_document=types.TextDocumentClientCapabilities(
                         inline_completion=types.InlineCompletionClientCapabilities()
@@ -134,7 +138,7 @@ class BenchClient:
 
     async def stats(self, reset: bool) -> dict:
         reply = await self.client.protocol.send_request_async(STATS, {"reset": reset})
-        return _plain(reply)
+        return plain(reply)
 
     def is_multi_line(self, lines: LineIndex, offset: int, language_id: str) -> bool:
         """The server's own mode rule, applied here to label each request."""
@@ -209,12 +213,12 @@ def _finish(sample: Sample, future: asyncio.Future) -> None:
     sample.items = len(result.items) if result is not None else 0
 
 
-def _plain(value):
+def plain(value):
     """pygls hands back custom results as namedtuple-like objects; make them dicts again."""
     if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
+        return {k: plain(v) for k, v in value._asdict().items()}
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
