@@ -234,6 +234,11 @@ class EngineInfo:
     # {"min_mean_confidence_percent": 40, "min_line_confidence_percent": 10,
     # "min_next_token_confidence_percent": 30}; empty: none shipped.
     gates: dict[str, int] = field(default_factory=dict)
+    # The show-or-not decision fitted for this model on typing sessions (decision.json beside its
+    # weights: logistic weights by feature name, thresholds per eagerness); empty: none shipped.
+    decision: dict = field(default_factory=dict)
+    # The languages the model was trained on (its training.json); None: any (a checkpoint made elsewhere).
+    languages: tuple[str, ...] | None = None
 
 
 class Engine(Protocol):

@@ -233,6 +233,8 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         parameters=parameters,
         reads_context=prompt_format.family != "fim" or trained_with_context(folder),
         gates=read_gates(folder),
+        decision=read_decision(folder),
+        languages=trained_languages(folder),
     )
     logger.info("loaded %s from %s on %s", resolved.name, folder, device)
     engine = LocalEngine(backbone, prompt_format, sampler_settings(folder), info)
@@ -285,6 +287,35 @@ def trained_with_context(folder: Path) -> bool:
         return float(record.get("config", {}).get("context_share", 0.0)) > 0
     except (OSError, ValueError, TypeError, AttributeError):
         return False
+
+
+def trained_languages(folder: Path) -> tuple[str, ...] | None:
+    """The languages the run that made this checkpoint trained on (training.json's language weights);
+    None for a checkpoint made elsewhere, which is taken to know them all."""
+    try:
+        record = json.loads((folder / "training.json").read_text())
+        weights = record["config"]["language_weights"]
+        return tuple(sorted(str(name) for name, weight in weights.items() if float(weight) > 0))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+DECISION_FILE = "decision.json"
+
+
+def read_decision(folder: Path) -> dict:
+    """The show-or-not decision fitted for the checkpoint in `folder` (its decision.json), or {}."""
+    path = folder / DECISION_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data.get("weights"), dict) or not isinstance(data.get("bias"), int | float):
+            raise ValueError("it needs weights (by feature name) and a bias")
+        return data
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        logger.warning("ignoring %s: %s", path, err)
+        return {}
 
 
 def read_gates(folder: Path) -> dict[str, int]:

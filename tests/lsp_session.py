@@ -14,12 +14,15 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 SERVER = [sys.executable, "-m", "dgemma_lsp", "--stdio"]
 
 
-def capabilities(encodings: list[str] | None = None) -> types.ClientCapabilities:
+def capabilities(
+    encodings: list[str] | None = None, experimental: dict | None = None
+) -> types.ClientCapabilities:
     # pytest-lsp's bundled client profiles declare no inline completion: say what an editor says, and
-    # that this client reads dgemma/status (the server sends it only to clients that say so).
+    # that this client reads dgemma/status (the server sends it only to clients that say so), and
+    # any other dgemma/* notification a test declares.
     return types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
-        experimental={"dgemma": {"status": True}},
+        experimental={"dgemma": {"status": True, **(experimental or {})}},
         window=types.WindowClientCapabilities(work_done_progress=True),
         workspace=types.WorkspaceClientCapabilities(
             workspace_folders=True,
@@ -52,6 +55,7 @@ async def lsp_session(
     wait_for_model: bool = True,
     folders: list[Path] | None = None,
     server: list[str] | None = None,
+    experimental: dict | None = None,
 ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     client = await ClientServerConfig(server_command=server or SERVER).start()
     client.statuses = []  # the server's dgemma/status notifications, in order
@@ -65,7 +69,7 @@ async def lsp_session(
         init_options["model"] = str(model)
     result = await client.initialize_session(
         types.InitializeParams(
-            capabilities=capabilities(encodings),
+            capabilities=capabilities(encodings, experimental),
             initialization_options=init_options,
             process_id=None,
             workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders or []]

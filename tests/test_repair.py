@@ -6,11 +6,13 @@ from dataclasses import replace
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
-from dgemma_lsp.inline.pipeline import execute
+from dgemma_lsp.inline.context import build_context
+from dgemma_lsp.inline.pipeline import Completion, execute, parse_guarded
 from dgemma_lsp.inline.planning import prepare
+from dgemma_lsp.inline.proposal import Proposal
 from dgemma_lsp.inline.repair import ParseCheck, cut_points, introduced_errors, repair_request
 from dgemma_lsp.runtime.options import CompletionOptions, Options
-from engine import Candidate, InfillRequest
+from engine import Candidate, InfillRequest, InfillResult, Timings
 
 PYTHON = LanguageRegistry().grammar("python")
 PREFIX = "def f(x):\n    return (x"
@@ -29,6 +31,26 @@ def test_an_extra_bracket_is_an_introduced_error_inside_the_completion():
 def test_errors_the_code_already_had_do_not_count():
     broken_prefix = "def f(x:\n    return (x"  # the file was broken before the completion
     assert introduced_errors(PYTHON, broken_prefix, " + 1", SUFFIX) == []
+
+
+def test_an_error_on_a_line_that_parsed_counts_even_where_the_file_keeps_its_count_of_errors():
+    # The line below has a stray `)`; `max(` before `compute(values)` opens a bracket that the stray one
+    # then closes: the file still has one error, but now on the cursor's line, which parsed before.
+    prefix, suffix = "total = ", "compute(values)\nfoo = bar)\n"
+    check = ParseCheck(PYTHON, prefix, suffix)
+    assert check.line_parsed and check.introduced("max(")
+    assert check.introduced("1 + ") == []  # what keeps the line whole passes
+
+
+def test_a_head_cut_for_the_parse_does_not_run_into_the_word_after_the_cursor():
+    # `max(` breaks the line; its head `max` would make `maxcompute(values)`: nothing is left to offer.
+    text = "total = compute(values)\nfoo = bar)\n"
+    context = build_context(text, 8, count_tokens=lambda s: len(s) // 4 + 1, language_id="python")
+    result = InfillResult((), 0, 0.0, "converged", Timings(0.0, 0.0, 0.0), 0, 0)
+    offered = (Proposal("max(", 8, 0.9), Proposal("1 + ", 8, 0.9))
+    check = ParseCheck(PYTHON, context.prefix, context.suffix)
+    guarded = parse_guarded(check, Completion(offered, context, result))
+    assert [p.text for p in guarded.proposals] == ["1 + "]
 
 
 def test_cut_points_are_line_ends_then_word_ends_longest_first():

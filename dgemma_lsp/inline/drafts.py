@@ -9,12 +9,12 @@ would write the line above again is no draft.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node, Tree
 
 from dgemma_lsp.inline.context import CompletionContext
-from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations, cut_before_suffix
+from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, cut_before_suffix, found_continuations
 from dgemma_lsp.inline.postprocess import repeats_line_above
 
 MAX_DRAFTS = 2  # each draft is a canvas row: a step over 3 rows costs about twice one over 1
@@ -31,18 +31,31 @@ _SIBLINGS = 8  # previous statements looked at
 class Draft:
     text: str
     kind: str  # lookup or structure
+    # A lookup's match: its length in characters, and where it was found (document, open: another open
+    # buffer, repository); what the show-or-not decision reads of how much to trust the draft.
+    key: int = field(default=0, compare=False)
+    found_in: str = field(default="", compare=False)
 
 
 def make_drafts(
-    context: CompletionContext, text: str, tree: Tree | None, neighbours: tuple[str, ...] = ()
+    context: CompletionContext,
+    text: str,
+    tree: Tree | None,
+    neighbours: tuple[str, ...] = (),
+    open_neighbours: int | None = None,
 ) -> tuple[Draft, ...]:
-    """Up to MAX_DRAFTS distinct drafts for the completion at `context`, lookups first."""
+    """Up to MAX_DRAFTS distinct drafts for the completion at `context`, lookups first; the first
+    `open_neighbours` of `neighbours` are open buffers, the rest the repository's files (all open
+    when None)."""
     lines = 1 if context.mode == "single_line" else context.max_lines
     cursor = context.cursor
     haystacks = [Haystack(text, cursor - 1, cursor), *(Haystack(other) for other in neighbours)]
     before = text[max(0, cursor - MAX_KEY) : cursor]
-    lookups = continuations(before, haystacks, lines, LOOKUP_DRAFTS)
-    found = [Draft(reindented(c, context), "lookup") for c in lookups]
+    key, lookups = found_continuations(before, haystacks, lines, LOOKUP_DRAFTS)
+    opened = len(neighbours) if open_neighbours is None else open_neighbours
+    found = [
+        Draft(reindented(c, context), "lookup", len(key), _found_in(index, opened)) for c, index in lookups
+    ]
     if tree is not None:
         template = structure_draft(context, text, tree)
         if template:
@@ -56,8 +69,15 @@ def make_drafts(
         if repeats_line_above(cut, context.line_prefix, context.line_above):
             continue
         if cut.strip() and cut not in (d.text for d in drafts):
-            drafts.append(Draft(cut, draft.kind))
+            drafts.append(Draft(cut, draft.kind, draft.key, draft.found_in))
     return tuple(drafts[:MAX_DRAFTS])
+
+
+def _found_in(haystack: int, open_neighbours: int) -> str:
+    """Where the haystack of that index lies: the document (0), an open buffer, or the repository."""
+    if haystack == 0:
+        return "document"
+    return "open" if haystack <= open_neighbours else "repository"
 
 
 def reindented(draft: str, context: CompletionContext) -> str:

@@ -68,18 +68,26 @@ def continuation(text: str, start: int, lines: int) -> str:
 
 def continuations(before: str, haystacks: list[Haystack], lines: int, limit: int) -> list[str]:
     """What followed the longest earlier match of `before`, distinct, nearest first (at most `limit`)."""
+    return [text for text, _ in found_continuations(before, haystacks, lines, limit)[1]]
+
+
+def found_continuations(
+    before: str, haystacks: list[Haystack], lines: int, limit: int
+) -> tuple[str, list[tuple[str, int]]]:
+    """The longest earlier match of `before` (the key), and what followed it, distinct, nearest first,
+    each with the index of the haystack it was found in."""
     key = longest_key(before, haystacks)
     if not key:
-        return []
-    found: list[str] = []
-    for haystack in haystacks:
+        return "", []
+    found: list[tuple[str, int]] = []
+    for index, haystack in enumerate(haystacks):
         for at in haystack.find_all(key, MAX_OCCURRENCES):
             text = continuation(haystack.text, at + len(key), lines)
-            if text.strip() and text not in found:
-                found.append(text)
+            if text.strip() and all(text != seen for seen, _ in found):
+                found.append((text, index))
             if len(found) >= limit:
-                return found
-    return found
+                return key, found
+    return key, found
 
 
 def cut_before_suffix(draft: str, line_suffix: str, next_line: str) -> str:

@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 
 from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext
+from dgemma_lsp.inline.decision import Considered, decide
+from dgemma_lsp.inline.evidence import evidence_of
 from dgemma_lsp.inline.planning import Plan, prepare, shape_of
-from dgemma_lsp.inline.postprocess import postprocess
+from dgemma_lsp.inline.postprocess import cut_glued, postprocess
 from dgemma_lsp.inline.proposal import Proposal
 from dgemma_lsp.inline.repair import ParseCheck, repair_request
 from dgemma_lsp.runtime.options import Options
@@ -33,6 +35,7 @@ class Completion:
     result: InfillResult  # the engine's answer (both passes' figures when repair ran)
     began: float = 0.0  # monotonic time the engine call started
     repaired: bool = False  # syntax repair replaced the best proposal
+    considered: tuple[Considered, ...] = ()  # what the show-or-not decision looked at, shown or not
 
     @property
     def whole(self) -> bool:
@@ -58,10 +61,13 @@ def execute(plan: Plan, engine: Engine, cancel: CancelToken | None = None) -> Co
 
     What still breaks the parse after that is cut to its longest head that does not, or dropped.
     No more proposals than the request asked for are kept: draft rows compete with the fresh ones
-    for those places. Runs on the model worker: it blocks for the engine call.
+    for those places. Then the show-or-not decision, at the plan's eagerness. Runs on the model
+    worker: it blocks for the engine call.
     """
     completion = _infill_and_repair(plan, engine, cancel)
-    return replace(completion, proposals=completion.proposals[: plan.request.n_candidates])
+    best = completion.proposals[: plan.request.n_candidates]
+    shown, considered = decide(best, plan.context, plan.history, plan.decision, plan.eagerness, "model")
+    return replace(completion, proposals=shown, considered=considered)
 
 
 def _infill_and_repair(plan: Plan, engine: Engine, cancel: CancelToken | None) -> Completion:
@@ -101,6 +107,7 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
     shape = shape_of(plan.context)
     proposals: list[Proposal] = []
     seen: set[str] = set()
+    cut_by_deadline = result.stop_reason == "deadline"
     for candidate in result.candidates:
         if not confident_enough(candidate, plan):
             continue
@@ -110,9 +117,17 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
         if text is None or text in seen:
             continue
         seen.add(text)
-        proposals.append(
-            Proposal(text, plan.context.cursor, candidate.mean_confidence, plan.origin(candidate.draft))
-        )
+        evidence = evidence_of(candidate, text, result.steps, cut_by_deadline)
+        if candidate.draft is not None and candidate.draft < len(plan.drafts):
+            draft = plan.drafts[candidate.draft]
+            evidence = replace(
+                evidence,
+                draft_kept=candidate.text == draft.text,
+                lookup_key=draft.key,
+                found_in=draft.found_in,
+            )
+        origin = plan.origin(candidate.draft)
+        proposals.append(Proposal(text, plan.context.cursor, candidate.mean_confidence, origin, evidence))
     return Completion(proposals=tuple(proposals), context=plan.context, result=result)
 
 
@@ -142,14 +157,18 @@ def _first_below(lowest: list[float], threshold: float, default: int) -> int:
 
 
 def parse_guarded(check: ParseCheck, completion: Completion) -> Completion:
-    """Each proposal cut to its longest head that brings in no parse error; empty ones dropped."""
+    """Each proposal cut to its longest head that brings in no parse error (and does not run into the
+    word after the cursor); empty ones dropped."""
     kept: list[Proposal] = []
     seen: set[str] = set()
+    line_suffix = completion.context.line_suffix
     for proposal in completion.proposals:
         head = check.preserving_head(proposal.text)
+        if head != proposal.text:
+            head = cut_glued(head, line_suffix)
         if head.strip() and head not in seen:
             seen.add(head)
-            kept.append(replace(proposal, text=head))
+            kept.append(replace(proposal, text=head, evidence=proposal.evidence.head(len(head))))
     return replace(completion, proposals=tuple(kept))
 
 

@@ -11,7 +11,9 @@ from tree_sitter import Language
 
 from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext, build_context
-from dgemma_lsp.inline.drafts import make_drafts
+from dgemma_lsp.inline.decision import Decision
+from dgemma_lsp.inline.drafts import Draft, make_drafts
+from dgemma_lsp.inline.habits import NO_HISTORY, History
 from dgemma_lsp.inline.postprocess import Shape
 from dgemma_lsp.repository.retrieval import NOTHING, Related
 from dgemma_lsp.runtime.options import Options, completion_budget_ms, workspace_tokens
@@ -30,17 +32,33 @@ class Plan:
     min_next_token_confidence: float = 0.0  # the same for the next-token draft's candidates, by the head
     min_next_token_line_confidence: float = 0.0  # the line gate for them, by the head
     grammar: Language | None = None  # for syntax repair; None: no repair
-    draft_kinds: tuple[str, ...] = ()  # the kind of each of request.drafts (lookup, structure)
+    drafts: tuple[Draft, ...] = ()  # request.drafts as they were made (their kind, their lookup's match)
+    # The show-or-not decision: the model's fitted one, the eagerness it is read at, what the user did.
+    decision: Decision | None = None
+    eagerness: str = "eager"
+    history: History = NO_HISTORY
 
     def origin(self, draft: int | None) -> str:
         """Where a candidate's row started: a draft's kind, the engine's own next-token draft, or noise."""
         if draft is None:
             return "model"
-        return self.draft_kinds[draft] if draft < len(self.draft_kinds) else NEXT_TOKEN
+        return self.drafts[draft].kind if draft < len(self.drafts) else NEXT_TOKEN
 
 
-def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, started: float) -> Plan:
-    """The context at `cursor` and the engine request for it; `started` is the request's monotonic time."""
+def prepare(
+    snapshot: Snapshot,
+    cursor: int,
+    options: Options,
+    engine: Engine,
+    started: float,
+    history: History = NO_HISTORY,
+    decision: Decision | None = None,
+    eagerness: str | None = None,
+) -> Plan:
+    """The context at `cursor` and the engine request for it; `started` is the request's monotonic time.
+
+    `decision`: the model's show-or-not decision, read once by the caller (None: the one the engine
+    ships, read here); `eagerness`: the option's unless given (an editor's explicit request is eager)."""
     context = build_context(
         snapshot.document.lines,
         cursor,
@@ -56,7 +74,8 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
     related = related_code(snapshot, cursor, options, engine)
     haystacks = snapshot.neighbours + related.lookup_texts  # open documents first, then the repository's
     text, tree = snapshot.document.text, snapshot.tree
-    drafts = make_drafts(context, text, tree, haystacks) if completion.drafts else ()
+    opened = len(snapshot.neighbours)
+    drafts = make_drafts(context, text, tree, haystacks, opened) if completion.drafts else ()
     budget = completion_budget_ms(completion, engine.info.device)
     min_line = gate(completion.min_line_confidence_percent, "min_line_confidence_percent", engine)
     min_mean = gate(completion.min_mean_confidence_percent, "min_mean_confidence_percent", engine)
@@ -90,7 +109,10 @@ def prepare(snapshot: Snapshot, cursor: int, options: Options, engine: Engine, s
         min_next_token_confidence=min_next_token,
         min_next_token_line_confidence=completion.min_next_token_line_confidence_percent / 100,
         grammar=snapshot.grammar if completion.syntax_repair else None,
-        draft_kinds=tuple(d.kind for d in drafts),
+        drafts=drafts,
+        decision=decision if decision is not None else Decision.from_json(engine.info.decision),
+        eagerness=eagerness or completion.eagerness,
+        history=history,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dgemma_lsp.inline.context import CompletionContext
+from dgemma_lsp.inline.habits import Outcome, Watch, outcome_of_edit
 from dgemma_lsp.inline.proposal import Proposal
 from engine.api import InfillRequest, Snippet
 
@@ -25,7 +26,8 @@ RECENT_CONTEXTS = 16
 
 @dataclass(frozen=True)
 class Shown:
-    """The last answer of a document: what typing through or an accept is compared with."""
+    """The last answer of a document: what typing through or an accept is compared with (every
+    proposal the decision considered: one it hid may show once typing through bears it out)."""
 
     context: CompletionContext
     proposals: tuple[Proposal, ...]
@@ -51,7 +53,13 @@ def typed_through(shown: Shown, context: CompletionContext) -> tuple[Proposal, .
     if not typed:
         return ()
     return tuple(
-        Proposal(text=p.text[len(typed) :], cursor=context.cursor, confidence=p.confidence)
+        replace(
+            p,
+            text=p.text[len(typed) :],
+            cursor=context.cursor,
+            evidence=p.evidence.rest(len(typed)),
+            typed=p.typed + len(typed),
+        )
         for p in shown.proposals
         if p.text.startswith(typed) and len(p.text) > len(typed) and p.text[len(typed) :].strip()
     )
@@ -64,6 +72,31 @@ class InlineMemory:
         self.shown: Shown | None = None
         self.recent: OrderedDict[ContextKey, tuple[Proposal, ...]] = OrderedDict()
         self.speculation: tuple[ContextKey, asyncio.Future] | None = None
+        self.watch: Watch | None = None  # the suggestion on screen, until the user's edits decide it
+        self.previous: Outcome = "none"  # what became of the last one
+
+    def watch_shown(self, proposals: tuple[Proposal, ...]) -> None:
+        """`proposals` went to the editor: watch the first, which is the one on screen."""
+        self.watch = Watch(proposals[0].cursor, proposals[0].text) if proposals else None
+
+    def observe_edit(self, offset: int, removed: int, inserted: str) -> Outcome | None:
+        """An edit of the document: what it says of the suggestion on screen (None: nothing yet)."""
+        if self.watch is None:
+            return None
+        outcome, self.watch = outcome_of_edit(self.watch, offset, removed, inserted)
+        return self._decided(outcome)
+
+    def observe_request(self, cursor: int) -> Outcome | None:
+        """A request at `cursor` with no edit since the suggestion was shown elsewhere: dismissed."""
+        if self.watch is None or self.watch.cursor == cursor:
+            return None
+        self.watch = None
+        return self._decided("dismissed")
+
+    def _decided(self, outcome: Outcome | None) -> Outcome | None:
+        if outcome is not None:
+            self.previous = outcome
+        return outcome
 
     def remember(
         self,

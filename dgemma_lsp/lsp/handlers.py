@@ -107,6 +107,10 @@ def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> N
         )
         return
     opened = ls.documents.get(uri)
+    if edit is not None:
+        ls.inline.edited(opened, edit.offset, len(edit.old), edit.new)
+    else:  # several changes at once, or the whole text: whatever was on screen was typed over
+        ls.inline.edited(opened, -1, 0, "")
     engine = ls.engine_for(opened.document.language_id)
     # Right after an accepted proposal, start on the completion the user will ask for next.
     accepted = edit is not None and not edit.old and opened.inline.accepted(edit.offset, edit.new)
@@ -134,6 +138,9 @@ async def inline_completion(
     uri = params.text_document.uri
     opened = _opened(ls, uri)
     cursor = _offset(ls, opened, params.position)
+    explicit = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    if ls.options.completion.trigger == "manual" and not explicit:
+        return types.InlineCompletionList(items=[])  # only when the user asks (the editor's trigger key)
     engine = ls.engine_for(opened.document.language_id)
     if engine is None:
         return types.InlineCompletionList(items=[])
@@ -143,7 +150,7 @@ async def inline_completion(
     try:
         is_current = lambda: ls.documents.is_current(uri, version)  # noqa: E731 - read once the model is done
         answer = await ls.inline.complete(
-            opened, ls.documents.snapshot(uri), cursor, ls.options, engine, started, is_current
+            opened, ls.documents.snapshot(uri), cursor, ls.options, engine, started, is_current, explicit
         )
     except asyncio.CancelledError:
         ls.stats.cancelled += 1
@@ -153,6 +160,7 @@ async def inline_completion(
         return types.InlineCompletionList(items=[])
     if answer is None:
         return types.InlineCompletionList(items=[])
+    ls.send_suggestion_facts(uri, version, params.position, answer.considered)
     if answer.result is not None and answer.result.stop_reason != "deadline":
         ls.engine_answered()
     ls.last_latency_ms = (time.monotonic() - started) * 1000

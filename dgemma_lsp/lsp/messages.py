@@ -13,6 +13,7 @@ from typing import Any
 STATUS = "dgemma/status"  # notification, server -> client
 NEXT_EDIT = "dgemma/nextEdit"  # request, client -> server
 STATS = "dgemma/stats"  # request, client -> server
+SUGGESTION = "dgemma/suggestion"  # notification, server -> client: a benchmark's view of the decision
 CAPABILITY = "dgemma"  # the key under the client's `experimental` capability
 
 
@@ -27,6 +28,23 @@ class Status:
     # model, lookup, structure, next_token (a draft won), typed_through, cache, speculative
     lastSource: str | None
     error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SuggestionFacts:
+    """`dgemma/suggestion` params, sent before each inline completion's answer to a client that declares
+    it (`typing sessions` fit the show-or-not decision on them): every suggestion the decision
+    considered at that position, with the facts it read, its probability of being taken, and whether
+    it was shown."""
+
+    uri: str
+    version: int
+    line: int
+    character: int
+    items: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from dgemma_lsp import __version__
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import Workspace
+from dgemma_lsp.inline.decision import Considered
 from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import client_log, messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
@@ -40,6 +41,8 @@ logger = logging.getLogger(__name__)
 # A remote server that could not be reached is tried again when a completion is asked for, at most
 # this often: the editor recovers when the server comes back, with no restart.
 REMOTE_RETRY_S = 10.0
+# A grammar whose code a model learned under another language's name: TypeScript with JSX is TypeScript.
+TRAINED_AS = {"tsx": "typescript"}
 
 
 class DgemmaServer(LanguageServer):
@@ -197,10 +200,20 @@ class DgemmaServer(LanguageServer):
         could not be reached is tried again meanwhile, so the editor recovers when it comes back)."""
         if self._remote_retry_due():
             self.start_loading(retry=True)
-        languages = self.options.completion.languages
-        if not self.model.ready or (languages and language_id not in languages):
+        if not self.model.ready or not self.completes(language_id):
             return None
         return self.model.engine
+
+    def completes(self, language_id: str) -> bool:
+        """Whether completion is on for `language_id`: the languages the user listed, else those the
+        loaded model was trained on (any, for a checkpoint made elsewhere)."""
+        spec = self.registry.spec(language_id)
+        name = spec.name if spec is not None else language_id
+        listed = self.options.completion.languages
+        if listed:
+            return language_id in listed or name in listed
+        trained = self.model.engine.info.languages if self.model.ready else None
+        return trained is None or TRAINED_AS.get(name, name) in trained
 
     def start_loading(self, retry: bool = False) -> None:
         """Load the configured model in the background, with $/progress when the client shows it
@@ -281,6 +294,27 @@ class DgemmaServer(LanguageServer):
             lastLatencyMs=round(self.last_latency_ms, 1) if self.last_latency_ms is not None else None,
             lastSource=self.last_source,
             error=self.model.error,
+        )
+
+    def send_suggestion_facts(
+        self, uri: str, version: int, position: types.Position, considered: tuple[Considered, ...]
+    ) -> None:
+        """`dgemma/suggestion`, to a client that declared it (a typing benchmark): what the show-or-not
+        decision read of each suggestion it considered, its probability and whether it was shown."""
+        if not messages.client_handles(self.client_capabilities.experimental, messages.SUGGESTION):
+            return
+        self.protocol.notify(
+            messages.SUGGESTION,
+            messages.SuggestionFacts(
+                uri=uri,
+                version=version,
+                line=position.line,
+                character=position.character,
+                items=[
+                    {"facts": c.facts.to_json(), "probability": c.probability, "shown": c.shown}
+                    for c in considered
+                ],
+            ).to_json(),
         )
 
     def send_status(self) -> None:

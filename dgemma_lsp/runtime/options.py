@@ -99,7 +99,8 @@ class CompletionOptions:
     syntax_repair: bool = True
     # Fix the rest of the line at the end of the canvas, so a single-line completion joins it.
     anchor_suffix: bool = True
-    # Languages to complete in (LSP language ids); empty means all.
+    # Languages to complete in (LSP language ids or names); empty: those the model was trained on (its
+    # training.json; every language for a checkpoint made elsewhere). Listing one turns it on.
     languages: tuple[str, ...] = ()
     # Drafts from the code around the cursor (repeats, sibling statements) seed canvas rows of their own.
     drafts: bool = True
@@ -109,6 +110,12 @@ class CompletionOptions:
     next_token_draft: bool = True
     # "diffusion", or "autoregressive": the same weights decoded left to right (for comparisons).
     decoder: str = "diffusion"
+    # How readily a suggestion is shown: "quiet" and "balanced" hide those the model's show-or-not decision
+    # says are unlikely to be taken (quiet more of them) and show only their sure part; "eager" shows every
+    # one the pipeline keeps. Without a decision shipped for the model, all three are eager.
+    eagerness: str = "balanced"
+    # "automatic": a suggestion as you type; "manual": only when the editor asks for one (its key).
+    trigger: str = "automatic"
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,8 @@ _POSITIVE = {
     "candidates",
 }
 DECODERS = ("diffusion", "autoregressive")
+EAGERNESS = ("quiet", "balanced", "eager")
+TRIGGERS = ("automatic", "manual")
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -181,6 +190,14 @@ def parse_options(raw: Any, base: Options | None = None) -> tuple[Options, list[
             f"completion.decoder {options.completion.decoder!r} is not one of {', '.join(DECODERS)}"
         )
         options = replace(options, completion=replace(options.completion, decoder="diffusion"))
+    for name, allowed in (("eagerness", EAGERNESS), ("trigger", TRIGGERS)):
+        value = getattr(options.completion, name)
+        if value not in allowed:
+            default = getattr(CompletionOptions(), name)
+            problems.append(
+                f"completion.{name} {value!r} is not one of {', '.join(allowed)}; using {default!r}"
+            )
+            options = replace(options, completion=replace(options.completion, **{name: default}))
     return options, problems
 
 
