@@ -24,13 +24,31 @@ from engine.backbone import ModuleBackbone, backbone_of
 from engine.checkpoint_weights import read_text_weights
 from engine.forward import decoder_masks, denoise_logits, new_cache, softcap_
 from engine.fused_config import FusedConfig
-from engine.fused_model import FusedModel, _GatedLinear, _Linear, row_bucket, unsupported_reason
+from engine.fused_model import FusedModel, _GatedLinear, _Linear, padded_rows, row_bucket, unsupported_reason
 from engine.loading import text_config
 from engine.rotary import RotaryTables
 from evaluation.gpu_bench import TINY_TEXT
 from training.shapes import _TINY_VISION
 
 BUNDLED = Path(__file__).parent.parent / "engine" / "default"
+
+
+def _onednn_bf16_missing() -> str:
+    """Why oneDNN cannot run bf16 matmuls here ('' where it can): the check behind torch's error."""
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return ""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split("flags", 2)[1].splitlines()[0].split())
+    except (OSError, IndexError):
+        flags = set()
+    lacking = [f for f in ("avx512bw", "avx512vl", "avx512dq", "avx_ne_convert") if f not in flags]
+    need = "avx512bw, avx512vl and avx512dq or avx_ne_convert"
+    return f"oneDNN's bf16 matmuls need {need}; this CPU lacks {', '.join(lacking) or 'them'}"
+
+
+# The engine computes in bf16 only on a CPU with native bf16 (engine.loading.native_bf16): oneDNN runs it.
+ONEDNN_BF16_MISSING = _onednn_bf16_missing()
+needs_onednn_bf16 = pytest.mark.skipif(bool(ONEDNN_BF16_MISSING), reason=ONEDNN_BF16_MISSING)
 
 
 def released_shape(tied: bool = True) -> DiffusionGemmaForBlockDiffusion:
@@ -90,6 +108,7 @@ def assert_rounds_like_transformers(ours: torch.Tensor, theirs: torch.Tensor, ex
     assert theirs_error > 0  # bf16 did round: the comparison measured something
 
 
+@needs_onednn_bf16
 @pytest.mark.parametrize(("canvas", "rows"), [(16, 1), (32, 3)])
 def test_fused_step_rounds_bf16_no_worse_than_transformers_on_the_bundled_model(canvas, rows):
     # Over several prompts: on one small canvas a single expert choice that rounding flips (in either
@@ -167,6 +186,7 @@ def test_fused_prefill_matches_transformers_encoder(prompt, extension, rows):
     compare_prefill(released_shape(), prompt, extension, rows, tolerance=1e-4)
 
 
+@needs_onednn_bf16
 def test_fused_prefill_rounds_bf16_no_worse_than_transformers_on_the_bundled_model():
     model, exact = bundled_bf16_and_exact()
     ids = torch.randint(
@@ -349,13 +369,22 @@ def test_a_head_not_tied_to_the_embedding_keeps_transformers_modules():
     assert isinstance(backbone_of(model), ModuleBackbone)
 
 
+def bundled_in(dtype: torch.dtype) -> DiffusionGemmaForBlockDiffusion:
+    """The bundled model's bf16 weights computing in `dtype`, as `load_engine` runs them (fp32 on a CPU
+    without native bf16)."""
+    return DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=dtype).eval()
+
+
+BUNDLED_DTYPES = [torch.float32, pytest.param(torch.bfloat16, marks=needs_onednn_bf16)]
+
+
+@pytest.mark.parametrize("bundled_dtype", BUNDLED_DTYPES)
 @pytest.mark.parametrize("rows", [1, 5, 16, 20, 48, 100])
-def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
+def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows, bundled_dtype):
     # A prompt's few rows run all experts in two matmuls, weighing the ones not chosen by zero: the
     # same numbers as running each chosen expert on its rows (in the bundled model's bf16, exactly, so
     # a prompt's keys and values do not depend on how its tokens were split between prefills).
-    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
-    for model in (released_shape(), bundled):
+    for model in (released_shape(), bundled_in(bundled_dtype)):
         layer = FusedModel.of_module(model).layers[-1]
         g = torch.Generator().manual_seed(rows)
         x, routed = (torch.randn(rows, layer.router_scale.shape[0], generator=g) for _ in range(2))
@@ -365,8 +394,8 @@ def test_every_expert_at_once_computes_what_the_chosen_experts_do(rows):
         together = layer.all_experts(x.to(dtype), weights, index)
         if dtype == torch.bfloat16:  # the bundled model: the same numbers
             assert torch.equal(together, chosen)
-        else:  # fp32 matmuls of other widths may round their sums differently
-            assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-7)
+        else:  # fp32 matmuls of other widths may round their sums differently: a few ulps of the outputs
+            assert torch.allclose(together, chosen, rtol=1e-5, atol=1e-6 * chosen.abs().max().item())
 
 
 @pytest.mark.parametrize(
@@ -385,29 +414,33 @@ def test_a_prompts_rows_take_the_cheaper_experts_path(rows, path, monkeypatch):
     assert taken == [path]
 
 
+def expert_inputs(rows: int, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(rows)
+    return torch.randn(rows, hidden, generator=g), torch.randn(rows, hidden, generator=g)
+
+
 @pytest.mark.parametrize("rows", [1, 16, 48])
 def test_a_canvas_runs_every_expert_in_fewer_matmuls_within_rounding(rows):
     # A canvas's keys and values are never cached, so its experts may round elsewhere (hidden units
-    # weighed before one down projection over all experts): in fp32 the chosen experts' numbers, in
-    # bf16 no further from the fp32 arithmetic than the chosen experts' own rounding.
-    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
-    models = {"released": released_shape(), "bundled": bundled, "exact": copy.deepcopy(bundled).float()}
-    layers = {name: FusedModel.of_module(model).layers[-1] for name, model in models.items()}
+    # weighed before one down projection over all experts): in fp32 the chosen experts' numbers, on the
+    # random model and on the bundled weights as a CPU without native bf16 computes them.
+    for model in (released_shape(), bundled_in(torch.float32)):
+        layer = FusedModel.of_module(model).layers[-1]
+        x, routed = expert_inputs(rows, layer.router_scale.shape[0])
+        weights, index = layer.route(routed)
+        canvas, chosen = layer.canvas_experts(x, weights, index), layer.chosen_experts(x, weights, index)
+        assert torch.allclose(canvas, chosen, rtol=1e-5, atol=1e-6)
 
-    def inputs(hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(rows)
-        return torch.randn(rows, hidden, generator=g), torch.randn(rows, hidden, generator=g)
 
-    layer = layers["released"]
-    x, routed = inputs(layer.router_scale.shape[0])
+@needs_onednn_bf16
+@pytest.mark.parametrize("rows", [1, 16, 48])
+def test_a_canvas_rounds_bf16_no_further_than_the_chosen_experts(rows):
+    # In bf16 a canvas's experts stray from the fp32 arithmetic no further than the chosen experts' own.
+    bundled, exact = bundled_bf16_and_exact()
+    layer, exact_layer = (FusedModel.of_module(model).layers[-1] for model in (bundled, exact))
+    x, routed = (t.bfloat16() for t in expert_inputs(rows, layer.router_scale.shape[0]))
     weights, index = layer.route(routed)
-    assert torch.allclose(
-        layer.canvas_experts(x, weights, index), layer.chosen_experts(x, weights, index), rtol=1e-5, atol=1e-6
-    )
-    layer = layers["bundled"]
-    x, routed = (t.bfloat16() for t in inputs(layer.router_scale.shape[0]))
-    weights, index = layer.route(routed)
-    exact = layers["exact"].chosen_experts(x.float(), weights, index)
+    exact = exact_layer.chosen_experts(x.float(), weights, index)
     ours = layer.canvas_experts(x, weights, index)
     assert_rounds_like_transformers(ours, layer.chosen_experts(x, weights, index), exact)
 
@@ -423,6 +456,7 @@ def test_row_buckets_bound_the_shapes_a_matmul_runs_at():
     assert [row_bucket(n) for n in (1, 2, 3, 16, 17, 129)] == [1, 2, 4, 16, 32, 160]
 
 
+@needs_onednn_bf16
 @pytest.mark.parametrize("rows", [3, 17, 33, 130])
 def test_a_matmuls_rows_do_not_depend_on_the_zero_rows_padding_them(rows):
     # The bundled model's bf16 weights, packed for oneDNN: padded to its bucket, a matmul gives the rows
@@ -432,13 +466,26 @@ def test_a_matmuls_rows_do_not_depend_on_the_zero_rows_padding_them(rows):
     weight = bundled.model.decoder.layers[0].mlp.down_proj.weight
     linear = _Linear(weight)
     x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows)).bfloat16()
-    if linear.packed is None:
-        pytest.skip("no packed oneDNN weights on this CPU: nothing is padded")
+    assert linear.packed is not None
     exact = torch.ops.mkldnn._linear_pointwise(x, linear.packed, None, "none", [], "")
     assert row_bucket(rows) > rows
     assert torch.allclose(linear(x).float(), exact.float(), rtol=2**-7, atol=0)
 
 
+@pytest.mark.parametrize("rows", [3, 17, 33, 130])
+def test_fp32_rows_do_not_depend_on_the_zero_rows_padding_them(rows):
+    # In fp32 (the engine's dtype on a CPU without native bf16) the plain weight serves every call, and
+    # every expert at once pads its rows to the bucket as well: the rows asked for, within fp32 rounding.
+    weight = bundled_in(torch.float32).model.decoder.layers[0].mlp.down_proj.weight
+    linear = _Linear(weight)
+    assert linear.packed is None and linear.single is None  # no other copy of an fp32 weight
+    x = torch.randn(rows, weight.shape[1], generator=torch.Generator().manual_seed(rows))
+    padded, asked = padded_rows(x)
+    assert asked == rows < padded.shape[0] == row_bucket(rows) and not padded[rows:].any()
+    assert torch.allclose(linear(padded)[:rows], F.linear(x, weight), rtol=1e-5, atol=1e-6)
+
+
+@needs_onednn_bf16
 def test_a_single_row_through_fp32_blas_is_onednns_arithmetic():
     # One row (a next-token step) runs through an fp32 copy of the weight: bf16 products are exact in
     # fp32 and oneDNN sums them in fp32 too, so only the order of the sums differs (a bf16 rounding).
@@ -446,8 +493,7 @@ def test_a_single_row_through_fp32_blas_is_onednns_arithmetic():
     mlp = bundled.model.decoder.layers[0].mlp
     linear = _Linear(mlp.down_proj.weight, single_rows=True)
     gated = _GatedLinear(mlp.gate_proj.weight, mlp.up_proj.weight, single_rows=True)
-    if linear.packed is None:
-        pytest.skip("no packed oneDNN weights on this CPU: one row takes the same path as many")
+    assert linear.packed is not None
     g = torch.Generator().manual_seed(0)
     row = torch.randn(1, 1, mlp.down_proj.weight.shape[1], generator=g).bfloat16()
     onednn = torch.ops.mkldnn._linear_pointwise(row[0], linear.packed, None, "none", [], "")
@@ -461,16 +507,20 @@ def test_a_single_row_through_fp32_blas_is_onednns_arithmetic():
     assert torch.equal(gated(two_rows)[1], both[0])
 
 
-def test_a_narrow_weight_goes_through_fp32_blas_at_any_row_count():
+@pytest.mark.parametrize("bundled_dtype", BUNDLED_DTYPES)
+def test_a_narrow_weight_goes_through_fp32_blas_at_any_row_count(bundled_dtype):
     # The router's 8 outputs: BLAS on the fp32 copy beats oneDNN's fixed cost per call at every row count,
-    # with oneDNN's arithmetic (bf16 products summed in fp32, rounded once).
-    bundled = DiffusionGemmaForBlockDiffusion.from_pretrained(BUNDLED, dtype=torch.bfloat16)
-    weight = bundled.model.decoder.layers[0].router.proj.weight
+    # with oneDNN's arithmetic (bf16 products summed in fp32, rounded once); an fp32 weight is that copy.
+    weight = bundled_in(bundled_dtype).model.decoder.layers[0].router.proj.weight
     router = _Linear(weight, narrow=True)
-    if router.packed is None:
-        pytest.skip("no packed oneDNN weights on this CPU: the plain weight serves every call")
-    assert router.single is not None
     g = torch.Generator().manual_seed(1)
+    if bundled_dtype == torch.float32:
+        assert router.packed is None and router.single is None  # the weight itself, no copy
+        for rows in (1, 16, 48):
+            x = torch.randn(rows, weight.shape[1], generator=g)
+            assert torch.equal(router(x), F.linear(x, weight))
+        return
+    assert router.packed is not None and router.single is not None
     for rows in (1, 16, 48):
         x = torch.randn(rows, weight.shape[1], generator=g).bfloat16()
         onednn = torch.ops.mkldnn._linear_pointwise(x, router.packed, None, "none", [], "")

@@ -2,7 +2,8 @@
 
 Validation loss and completions came apart once (a branch 1.0 nats lower in next-token loss completed
 no better), so each validation can also run the weights as they are through the server's own
-pipeline: a bf16 copy served by `LocalEngine` as an exported model would be, the sampler settings an
+pipeline: the weights rounded to bf16 as an export ships them, computing in the dtype the engine loads
+them in on this CPU (bf16 where native, else fp32), served by `LocalEngine`, the sampler settings an
 export writes, no drafts, no confidence gates and no deadline (the figure must not depend on how busy
 the machine is), on the first rows of the held-out Python calibration set (never trained on). The
 same weights decoded left to right by the next-token head go beside it: where the code offers no
@@ -36,7 +37,9 @@ def completion_figures(model: torch.nn.Module, fmt: FimFormat, rows: int) -> dic
     diffusion from noise and by the next-token head left to right."""
     items = list(heldout(Path(), CHECK_SET))[:rows]
     with torch.random.fork_rng():  # building the copy draws an initialisation: not from training's RNG
-        copy = cast_copy(model, torch.bfloat16 if native_bf16("cpu") else torch.float32).eval()
+        copy = cast_copy(model, torch.bfloat16).eval()  # export's default dtype: its rounded weights
+    if not native_bf16("cpu"):
+        copy.float()  # as `load_engine` computes a bf16 checkpoint here: the same values, in fp32
     backbone = backbone_of(copy)
     info = EngineInfo(
         name="training",
