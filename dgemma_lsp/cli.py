@@ -174,8 +174,10 @@ def complete(args: argparse.Namespace) -> int:
     language_id = args.language or (spec.language_ids[0] if spec else "plaintext")
     opened = standalone(text, language_id, registry, args.file.resolve().as_uri())
     cursor = opened.document.offset_at(args.line - 1, args.col - 1, "utf-32")  # utf-32 columns are characters
-    options = Options(
-        completion=CompletionOptions(latency_budget_ms=args.budget_ms, candidates=args.candidates)
+    options = Options(  # asked for: shown whatever the show-or-not decision would say unasked
+        completion=CompletionOptions(
+            latency_budget_ms=args.budget_ms, candidates=args.candidates, eagerness="eager"
+        )
     )
     try:
         engine = load_engine(args.model, device=args.device, remote=RemoteSettings(family=args.family))

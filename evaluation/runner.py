@@ -179,6 +179,9 @@ def server_options(options: EvalOptions, decoder: str) -> Options:
         min_mean_confidence_percent=None if options.gates else 0,
         min_line_confidence_percent=None if options.gates else 0,
         min_next_token_confidence_percent=None if options.gates else 0,
+        # What the model writes when asked (an editor's trigger key): when to speak unasked is the typing
+        # sessions' measure (dgemma-lsp bench typing), not this one.
+        eagerness="eager",
     )
     context = ContextOptions()
     if options.workspace_tokens is not None:
