@@ -1,0 +1,277 @@
+"""Fit the show-or-not decision on typing sessions, and choose each eagerness' point on its curve.
+
+    dgemma-lsp bench typing --split fit --eagerness eager --facts --json data/typing/fit.json
+    python -m evaluation.typing_sessions fit data/typing/fit.json --out engine/default/decision.json
+
+Every suggestion the server considered in those sessions (with `--facts` it sends what the decision
+reads of each) is a row: its features as the server computes them (`dgemma_lsp.inline.decision`),
+and whether the typist took it, whole or in part. For each sure-part threshold (the suggestion cut
+before the token where confidence drops, and judged again as cut), an L2-regularised logistic
+regression is fitted; the probabilities each eagerness is judged by come from fits that left the
+row's package out (so the chosen points are not the fit's own optimism). `balanced` takes the most
+precise point that keeps at least BALANCED_CHARS of the characters taken suggestions wrote when
+everything was shown; `quiet` the point with the most characters whose precision reaches
+QUIET_PRECISION. The weights are written unstandardised: the server's decision is a dot product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dgemma_lsp.inline.decision import FEATURE_NAMES, Facts, features_of, sure_length
+from evaluation.typing_sessions.typist import judge
+
+SURE_GRID = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6)
+THRESHOLD_GRID = tuple(round(0.02 * i, 2) for i in range(1, 50))
+PENALTIES = (1.0, 3.0, 10.0, 30.0, 100.0)  # L2 strengths tried (per row, on standardised features)
+BALANCED_CHARS = 0.92  # of eager's characters written, at least, where balanced chooses its point
+QUIET_PRECISION = 0.6
+
+
+@dataclass(frozen=True)
+class Row:
+    """One considered suggestion: its facts, the code that followed it, and its session."""
+
+    facts: Facts
+    truth: str
+    group: str  # its workspace folder (the package), for leave-one-package-out fits
+    region_chars: int  # the characters of its region (for shares of the code written)
+    region: str
+
+
+@dataclass(frozen=True)
+class Judged:
+    features: np.ndarray
+    taken: bool
+    chars: int
+    whole: bool
+
+
+def rows_of(paths: list[Path]) -> list[Row]:
+    """Every considered suggestion of the typing sessions in `paths` (bench typing --facts JSON)."""
+    rows = []
+    for path in paths:
+        record = json.loads(path.read_text())
+        for region in record["regions"]:
+            group = region["region"].split("/", 1)[0]
+            for pause in region["pauses"]:
+                for message in pause["considered"]:
+                    for item in message["items"]:
+                        facts = Facts.from_json(item["facts"])
+                        rows.append(Row(facts, pause["truth"], group, region["chars"], region["region"]))
+    return rows
+
+
+def judged(rows: list[Row], sure: float) -> list[Judged]:
+    """Each row cut to its sure part at `sure` and judged as the typist would."""
+    out = []
+    for row in rows:
+        facts = row.facts
+        length = sure_length(facts.text, facts.evidence, sure)
+        if length < len(facts.text):
+            facts = facts.head(length)
+        taken = judge(facts.text, row.truth)
+        vector = np.array([features_of(facts).get(name, 0.0) for name in FEATURE_NAMES])
+        out.append(Judged(vector, taken.verdict != "wrong", taken.chars, taken.verdict == "whole"))
+    return out
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, penalty: float) -> tuple[np.ndarray, float]:
+    """Weights and bias of an L2-regularised logistic regression (Newton's method), on `x` as given."""
+    n, d = x.shape
+    design = np.hstack([x, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    ridge = np.full(d + 1, penalty)
+    ridge[-1] = 0.0  # the bias is not shrunk
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(design @ w, -30, 30)))
+        grad = design.T @ (p - y) / n + ridge * w / n
+        hess = (design * (p * (1 - p))[:, None]).T @ design / n + np.diag(ridge / n) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-7:
+            break
+    return w[:-1], float(w[-1])
+
+
+@dataclass(frozen=True)
+class Standardised:
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def of(cls, x: np.ndarray) -> Standardised:
+        scale = x.std(axis=0)
+        return cls(x.mean(axis=0), np.where(scale > 1e-9, scale, 1.0))
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.mean) / self.scale
+
+    def unstandardise(self, w: np.ndarray, b: float) -> tuple[np.ndarray, float]:
+        """The same model on raw features: what the server computes."""
+        return w / self.scale, b - float(np.sum(w * self.mean / self.scale))
+
+
+def fitted(x: np.ndarray, y: np.ndarray, penalty: float) -> tuple[np.ndarray, float]:
+    """A logistic fit on standardised `x`, returned as weights on raw features."""
+    standard = Standardised.of(x)
+    w, b = fit_logistic(standard.apply(x), y, penalty)
+    return standard.unstandardise(w, b)
+
+
+def probabilities(w: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-np.clip(x @ w + b, -30, 30)))
+
+
+def out_of_package(rows: list[Row], data: list[Judged], penalty: float) -> np.ndarray:
+    """Each row's probability from a fit on the other packages' rows."""
+    x = np.stack([d.features for d in data])
+    y = np.array([d.taken for d in data], dtype=float)
+    groups = np.array([r.group for r in rows])
+    out = np.zeros(len(rows))
+    for group in sorted(set(groups)):
+        held = groups == group
+        w, b = fitted(x[~held], y[~held], penalty)
+        out[held] = probabilities(w, b, x[held])
+    return out
+
+
+def log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+@dataclass(frozen=True)
+class Point:
+    """What showing only the suggestions at or above `threshold` would give (sure part `sure`)."""
+
+    sure: float
+    threshold: float
+    shown: int
+    precision: float  # taken of shown
+    whole: float  # taken whole of shown
+    recall: float  # of the suggestions taken when all are shown (at sure 0), those still shown and taken
+    chars: float  # characters the taken ones wrote, per character of the regions
+
+
+def curve(sure: float, data: list[Judged], p: np.ndarray, region_chars: float, takeable: int) -> list[Point]:
+    """The points of one sure-part threshold, one per probability threshold."""
+    taken = np.array([d.taken for d in data])
+    whole = np.array([d.whole for d in data])
+    chars = np.array([d.chars for d in data], dtype=float)
+    points = []
+    for threshold in (0.0, *THRESHOLD_GRID):
+        shown = p >= threshold
+        count = int(shown.sum())
+        if not count:
+            break
+        points.append(
+            Point(
+                sure=sure,
+                threshold=threshold,
+                shown=count,
+                precision=float(taken[shown].mean()),
+                whole=float(whole[shown].mean()),
+                recall=float((taken & shown).sum() / takeable) if takeable else 0.0,
+                chars=float(chars[shown].sum() / region_chars),
+            )
+        )
+    return points
+
+
+def region_characters(rows: list[Row]) -> float:
+    return float(sum({r.region: r.region_chars for r in rows}.values()))
+
+
+def choose(points: list[Point], eager_chars: float) -> dict[str, Point]:
+    """Each eagerness' point: balanced keeps BALANCED_CHARS of eager's characters at the best
+    precision; quiet the most characters at QUIET_PRECISION or better (else the most precise)."""
+    keeping = [p for p in points if p.chars >= BALANCED_CHARS * eager_chars] or [
+        max(points, key=lambda p: p.chars)
+    ]
+    balanced = max(keeping, key=lambda p: (p.precision, p.chars))
+    precise = [p for p in points if p.precision >= QUIET_PRECISION and p.shown >= 20]
+    quiet = max(precise, key=lambda p: p.chars) if precise else max(points, key=lambda p: p.precision)
+    return {"balanced": balanced, "quiet": quiet}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.typing_sessions fit", description=__doc__)
+    parser.add_argument("runs", type=Path, nargs="+", help="bench typing --facts JSON files (the fit split)")
+    parser.add_argument("--out", type=Path, help="the decision.json to write (beside the model's weights)")
+    parser.add_argument(
+        "--model", default="engine/default", help="the model the sessions ran (for the record)"
+    )
+    parser.add_argument("--sure", type=float, help="the sure-part threshold (default: chosen on the curve)")
+    parser.add_argument("--balanced", type=float, help="balanced's least probability (default: chosen)")
+    parser.add_argument("--quiet", type=float, help="quiet's least probability (default: chosen)")
+    args = parser.parse_args(argv)
+    rows = rows_of(args.runs)
+    if not rows:
+        raise SystemExit("no considered suggestions in those runs: type them with --facts")
+    region_chars = region_characters(rows)
+    base = judged(rows, 0.0)
+    takeable = sum(d.taken for d in base)
+    print(
+        f"{len(rows)} suggestions from {len({r.region for r in rows})} regions, "
+        f"{takeable} taken when all shown"
+    )
+    curves: dict[float, list[Point]] = {}
+    fits: dict[float, float] = {}
+    for sure in SURE_GRID if args.sure is None else sorted({0.0, args.sure}):
+        data = base if sure == 0 else judged(rows, sure)
+        y = np.array([d.taken for d in data], dtype=float)
+        losses = {penalty: log_loss(out_of_package(rows, data, penalty), y) for penalty in PENALTIES}
+        fits[sure] = min(losses, key=losses.get)
+        curves[sure] = curve(sure, data, out_of_package(rows, data, fits[sure]), region_chars, takeable)
+        print(
+            f"sure {sure:.1f}: penalty {fits[sure]}, held-out log loss {losses[fits[sure]]:.4f}; "
+            f"all shown: precision {curves[sure][0].precision:.1%}, chars {curves[sure][0].chars:.1%}"
+        )
+    eager = curves[0.0][0]
+    if args.sure is None:
+        sure = choose([p for points in curves.values() for p in points], eager.chars)["balanced"].sure
+    else:
+        sure = args.sure
+    chosen = choose(curves[sure], eager.chars)
+    for name, fixed in (("balanced", args.balanced), ("quiet", args.quiet)):
+        if fixed is not None:
+            chosen[name] = min(curves[sure], key=lambda p, t=fixed: abs(p.threshold - t))
+    for name, point in chosen.items():
+        print(
+            f"{name}: sure {point.sure}, threshold {point.threshold}: precision {point.precision:.1%}, whole "
+            f"{point.whole:.1%}, chars {point.chars:.1%} (eager {eager.chars:.1%}), recall {point.recall:.1%}"
+        )
+    if args.out:
+        data = base if sure == 0 else judged(rows, sure)
+        x = np.stack([d.features for d in data])
+        y = np.array([d.taken for d in data], dtype=float)
+        w, b = fitted(x, y, fits[sure])
+        record = {
+            "weights": {name: round(float(v), 6) for name, v in zip(FEATURE_NAMES, w, strict=True) if v != 0},
+            "bias": round(b, 6),
+            "thresholds": {name: point.threshold for name, point in chosen.items()},
+            "sure": {name: sure for name in chosen},
+            "model": args.model,
+            "fitted_on": {
+                "runs": [str(path) for path in args.runs],
+                "suggestions": len(rows),
+                "regions": len({r.region for r in rows}),
+                "packages": sorted({r.group for r in rows}),
+                "penalty": fits[sure],
+            },
+            "estimated": {"eager": _point(eager), **{name: _point(p) for name, p in chosen.items()}},
+            "command": "python -m evaluation.typing_sessions fit " + " ".join(argv),
+        }
+        args.out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _point(point: Point) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in point.__dict__.items()}
