@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from engine.remote_settings import API_KEY_VARIABLE, RemoteSettings
+
+if TYPE_CHECKING:
+    from engine.remote_http import RemoteError
 
 PACKAGES = (
     "dgemma-lsp",
@@ -75,7 +79,7 @@ def _remote(url: str, settings: RemoteSettings) -> tuple[str, bool]:
     return "\n".join([f"{url}: remote server, {key}", *("  " + line for line in facts.describe())]), True
 
 
-def _failure(err) -> str:
+def _failure(err: RemoteError) -> str:
     """What a failed probe found, in a word a user can search for."""
     if err.kind in ("unreachable", "timeout"):
         return "NOT REACHABLE"
