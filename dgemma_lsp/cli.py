@@ -181,6 +181,7 @@ def complete(args: argparse.Namespace) -> int:
     )
     try:
         engine = load_engine(args.model, device=args.device, remote=RemoteSettings(family=args.family))
+        passes_before = max((e.number for e in getattr(engine, "exchanges", ())), default=0)
         started = time.monotonic()
         completion = complete_at(opened.snapshot(), cursor, options, engine, started)  # what an editor shows
     except EngineError as err:  # one line, never a traceback: a missing model, a remote server down
@@ -190,34 +191,51 @@ def complete(args: argparse.Namespace) -> int:
     latency_ms = (time.monotonic() - started) * 1000
     text_out = completion.proposals[0].text if completion.proposals else ""
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "text": text_out,
-                    "candidates": [p.text for p in completion.proposals],
-                    "mode": completion.context.mode,
-                    "steps": result.steps,
-                    "tokens_per_forward": round(result.tokens_per_forward, 3),
-                    "latency_ms": round(latency_ms, 2),
-                    "engine_ms": round(result.timings.total_ms, 2),
-                    "stop_reason": result.stop_reason,
-                    "prompt_tokens": result.prompt_tokens,
-                    "model": engine.info.name,
-                    "device": engine.info.device,
-                }
-            )
-        )
+        answer = {
+            "text": text_out,
+            "candidates": [p.text for p in completion.proposals],
+            "mode": completion.context.mode,
+            "steps": result.steps,
+            "tokens_per_forward": round(result.tokens_per_forward, 3),
+            "latency_ms": round(latency_ms, 2),
+            "engine_ms": round(result.timings.total_ms, 2),
+            "stop_reason": result.stop_reason,
+            "prompt_tokens": result.prompt_tokens,
+            "model": engine.info.name,
+            "device": engine.info.device,
+        }
+        print(json.dumps(answer | _remote_figures(engine, passes_before, result.timings.total_ms)))
     else:
         print(text_out)
     return 0
+
+
+def _remote_figures(engine, passes_before: int, engine_ms: float) -> dict:
+    """What a remote engine knows of the completion's requests (nothing for a local one): the server's
+    steps (vLLM does not say: null), the network time apart from the engine's own, each pass's route."""
+    exchanges = [e for e in getattr(engine, "exchanges", ()) if e.number > passes_before]
+    if engine.info.device != "remote":
+        return {}
+    network_ms = sum(e.network_ms for e in exchanges)
+    steps = [e.server_steps for e in exchanges]
+    return {
+        "steps": sum(steps) if steps and None not in steps else None,  # type: ignore[arg-type]
+        "tokens_per_forward": None,
+        "engine_ms": round(max(0.0, engine_ms - network_ms), 2),  # the engine's own work on this machine
+        "network_ms": round(network_ms, 2),  # waited on the network and the server
+        "route": "+".join(e.route for e in exchanges) or None,  # seeded (diffusion controls) or plain
+        "requests": sum(e.requests for e in exchanges),
+        "step_cap": next((e.step_cap for e in exchanges if e.step_cap), None),
+    }
 
 
 def doctor(args: argparse.Namespace) -> int:
     from dgemma_lsp.doctor import report
     from engine import RemoteSettings
 
-    print(report(args.model, RemoteSettings(family=args.family)))
-    return 0
+    text, usable = report(args.model, RemoteSettings(family=args.family))
+    print(text)
+    return 0 if usable else 1
 
 
 if __name__ == "__main__":

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from engine.remote_settings import API_KEY_VARIABLE, RemoteSettings
+
+if TYPE_CHECKING:
+    from engine.remote_http import RemoteError
 
 PACKAGES = (
     "dgemma-lsp",
@@ -39,7 +43,8 @@ def _device() -> str:
     return f"cpu ({torch.get_num_threads()} threads)"
 
 
-def _model(spec: str, remote: RemoteSettings) -> str:
+def _model(spec: str, remote: RemoteSettings) -> tuple[str, bool]:
+    """Where the model spec points, or why it cannot be used; and whether it can be."""
     from engine import EngineError
     from engine.loading import check_checkpoint, resolve_spec
 
@@ -51,30 +56,44 @@ def _model(spec: str, remote: RemoteSettings) -> str:
 
         check_checkpoint(Path(resolved.location))
     except EngineError as err:
-        return f"{spec}: NOT LOADABLE: {err}"
-    return f"{spec}: {resolved.location}"
+        return f"{spec}: NOT LOADABLE: {err}", False
+    return f"{spec}: {resolved.location}", True
 
 
-def _remote(url: str, settings: RemoteSettings) -> str:
+def _remote(url: str, settings: RemoteSettings) -> tuple[str, bool]:
     """What the server at `url` serves and supports (asked now), or why it cannot be used."""
     from engine.remote_http import HttpClient, RemoteError, server_base
     from engine.remote_server import probe
 
+    key = "an API key is sent" if settings.key() else f"no API key (set {API_KEY_VARIABLE} if it needs one)"
     try:
         client = HttpClient(server_base(url), settings.key(), settings.timeout_s)
     except RemoteError as err:
-        return f"{url}: NOT USABLE: {err}"
+        return f"{url}: NOT USABLE: {err}", False
     try:
         facts = probe(client, settings)
     except RemoteError as err:
-        return f"{url}: NOT REACHABLE: {err}"
+        return f"{url}: {_failure(err)}: {err}\n  {key}", False
     finally:
         client.close()
-    key = "an API key is sent" if settings.key() else f"no API key (set {API_KEY_VARIABLE} if it needs one)"
-    return "\n".join([f"{url}: remote server, {key}", *("  " + line for line in facts.describe())])
+    return "\n".join([f"{url}: remote server, {key}", *("  " + line for line in facts.describe())]), True
 
 
-def report(spec: str, remote: RemoteSettings | None = None) -> str:
+def _failure(err: RemoteError) -> str:
+    """What a failed probe found, in a word a user can search for."""
+    if err.kind in ("unreachable", "timeout"):
+        return "NOT REACHABLE"
+    if err.status in (401, 403):
+        return "UNAUTHORIZED"
+    if err.status == 404:
+        return "NOT FOUND"
+    if err.kind == "http":
+        return f"ANSWERED HTTP {err.status}"
+    return "NOT AN OPENAI-COMPATIBLE SERVER"
+
+
+def report(spec: str, remote: RemoteSettings | None = None) -> tuple[str, bool]:
+    """The report, and whether the model it names can be used (`doctor` exits 1 when not)."""
     from dgemma_lsp.documents.languages import LanguageRegistry
 
     registry = LanguageRegistry()
@@ -83,9 +102,10 @@ def report(spec: str, remote: RemoteSettings | None = None) -> str:
     lines = [f"python        {platform.python_version()} ({platform.platform()})"]
     lines += [f"{package:<13} {_version(package)}" for package in PACKAGES]
     lines.append(f"device        {_device()}")
-    lines.append(f"model         {_model(spec, remote or RemoteSettings())}")
+    model, usable = _model(spec, remote or RemoteSettings())
+    lines.append(f"model         {model}")
     lines.append(f"grammars      {', '.join(available)}")
     if missing:
         errors = registry.errors()
         lines.append("no grammar    " + ", ".join(f"{name} ({errors.get(name, '?')})" for name in missing))
-    return "\n".join(lines)
+    return "\n".join(lines), usable

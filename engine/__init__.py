@@ -5,6 +5,7 @@ a checkpoint needs it) load with the first `load_engine` call.
 """
 
 from engine.api import (
+    CancelFlag,
     CancelToken,
     Candidate,
     Decoder,
@@ -29,6 +30,7 @@ def preload() -> None:
 
 
 __all__ = [
+    "CancelFlag",
     "CancelToken",
     "Candidate",
     "Decoder",

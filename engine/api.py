@@ -6,6 +6,8 @@ through these names.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -26,6 +28,36 @@ class CancelToken(Protocol):
     """Anything with `is_set()`, such as `threading.Event`; checked between denoising steps."""
 
     def is_set(self) -> bool: ...
+
+
+class CancelFlag(threading.Event):
+    """A `threading.Event` that also calls back when set: a caller waiting on something other than the
+    model (a remote server's answer) wakes the moment its request is superseded, with no polling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], None]] = []
+        self._guard = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._guard:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_callback(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` once when the flag is set (at once if it is); returns what unregisters it."""
+        with self._guard:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._guard, contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
 
 
 @dataclass(frozen=True)

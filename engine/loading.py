@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,20 @@ def is_url(spec: str) -> bool:
     return spec.strip().startswith(("http://", "https://"))
 
 
+# A server's address without its scheme: a host with a port, or a path ending in the OpenAI API's /v1.
+_ADDRESS = re.compile(r"^[\w.-]+:\d+(/|$)|^[\w.-]+\.[\w-]+(:\d+)?/(.+/)?v1(/.*)?$|^localhost(/|$)")
+
+
+def _without_scheme(spec: str) -> str | None:
+    """The error for a spec that names a server but lacks http:// or https:// (None: it does not)."""
+    if not _ADDRESS.match(spec):
+        return None
+    return (
+        f"model {spec!r} looks like a server's address without its scheme: "
+        f"add http:// or https:// (https://{spec})"
+    )
+
+
 def resolve_spec(spec: str) -> ResolvedSpec:
     """Where a spec points, without loading anything (the `doctor` command prints this)."""
     spec = spec.strip()
@@ -45,6 +60,9 @@ def resolve_spec(spec: str) -> ResolvedSpec:
         )
     if is_url(spec):
         return ResolvedSpec("remote", spec.rstrip("/"), spec)
+    no_scheme = _without_scheme(spec)
+    if no_scheme and not Path(spec).expanduser().exists():
+        raise EngineError(no_scheme)
     if spec == "default":
         if not (BUNDLED_MODEL_DIR / "config.json").is_file():
             raise EngineError(
@@ -66,10 +84,15 @@ def resolve_spec(spec: str) -> ResolvedSpec:
 
 def _cached_hub_folder(repo_id: str) -> str:
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     try:
         return snapshot_download(repo_id, local_files_only=True)
+    except HFValidationError:
+        raise EngineError(
+            f"model {repo_id!r} not found: no such folder, not a Hugging Face id (owner/name) and not a URL "
+            f"(a server's starts with http:// or https://); {_FIX}"
+        ) from None
     except LocalEntryNotFoundError as err:
         raise EngineError(
             f"{repo_id} is not in the local Hugging Face cache and nothing is downloaded at run time. "

@@ -16,7 +16,9 @@ gives a URL as the model: nothing leaves the machine otherwise.
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 
 from engine.api import (
@@ -50,6 +52,8 @@ logger = logging.getLogger(__name__)
 MEMO_TEXTS = 4096  # texts whose ids are remembered (an anchor, a draft typed through); then afresh
 # Consecutive requests with no answer inside their budget before the engine says the server is slow.
 MISSES_BEFORE_SLOW = 3
+ANSWERS_KEPT = 16  # the latest answers' round trips, for the budget to suggest when the server is slow
+EXCHANGES_KEPT = 8  # the latest infills' exchanges, for `dgemma-lsp complete --json`
 BUDGET_SHARE = 0.8  # of the time left, what the step cap may fill (the rest: network, prefill)
 LEARN = 0.3  # weight of the newest figure in the running estimates
 
@@ -68,6 +72,18 @@ class Pace:
         self.step_ms = (1 - LEARN) * self.step_ms + LEARN * max(0.1, elapsed_ms / steps)
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """What one infill sent and waited for: what `dgemma-lsp complete --json` reports of a remote engine."""
+
+    number: int  # counts the engine's infills, from 1
+    route: str  # "seeded": vLLM's diffusion controls (seed canvases, pins, a step cap); "plain": none
+    requests: int  # completion requests sent at once (a row each)
+    step_cap: int | None  # diffusion_max_steps sent, if any
+    network_ms: float  # waited on the network and the server (tokenize and completion calls)
+    server_steps: int | None = None  # vLLM 0.32 does not say how many steps it ran
+
+
 class RemoteEngine:
     def __init__(self, url: str, settings: RemoteSettings | None = None) -> None:
         self.settings = settings or RemoteSettings()
@@ -83,6 +99,9 @@ class RemoteEngine:
         self.info = self._info(url)
         self._stale = False  # the server went away: ask again what it is before the next request
         self._misses = 0
+        self._answered_ms: deque[float] = deque(maxlen=ANSWERS_KEPT)  # completion round trips
+        self.exchanges: deque[Exchange] = deque(maxlen=EXCHANGES_KEPT)
+        self._infills = 0
         self._ids: dict[str, tuple[int, ...]] = {}  # text -> the server's ids for it
         self._pieces: dict[str, tuple[str, ...]] = {}  # text -> its tokens' texts, where known
         self._last: tuple[Candidate, ...] = ()  # the last answer's candidates, for token_spans
@@ -134,10 +153,12 @@ class RemoteEngine:
         # The lead goes back to the prefix: the server's sampler cannot hold the first token to it.
         request = request.with_lead_in_prefix()
         started = time.perf_counter()
+        budget_s = None if request.deadline is None else request.deadline - time.monotonic()
+        self._infills += 1
         try:
             result = self._infill(request, started)
         except Abandoned as why:
-            return self._abandoned(why.reason, started)
+            return self._abandoned(why.reason, started, budget_s)
         except RemoteError as err:
             if err.kind == "unreachable":
                 self._stale = True
@@ -147,9 +168,10 @@ class RemoteEngine:
 
     def _infill(self, request: InfillRequest, started: float) -> InfillResult:
         if self._stale:  # back after an outage: the server may have come back with another model
-            self.facts = probe(self.http, self.settings)
+            self.facts = probe(self.http, self.settings, request.deadline, request.cancel)
             self.info, self._stale = self._info(self.info.name), False
         facts = self.facts
+        waited_before = self.http.waited_s
         texts = [*request.drafts, request.anchor, request.seed_canvas or ""] if facts.seeding else []
         ids = self._server_ids(texts, request)
         drafts = [list(ids[d]) for d in request.drafts] if facts.seeding else []
@@ -164,10 +186,15 @@ class RemoteEngine:
         calls = [Call(path, body(facts.model, prompt, canvas, row, facts)) for row in planned]
         sent = time.perf_counter()
         answers = self.http.calls(calls, request.deadline, request.cancel)
-        self._learn(prompt, answers[0], canvas, (time.perf_counter() - sent) * 1000)
+        round_trip_ms = (time.perf_counter() - sent) * 1000
+        self._answered_ms.append(round_trip_ms)
+        self._learn(prompt, answers[0], canvas, round_trip_ms)
         pinned = self._pinned_pieces(request, seed, planned, canvas)
-        candidates, ended = self._read(answers, planned, canvas, facts, pinned)
+        candidates, ended = self._candidates(answers, planned, canvas, facts, pinned)
         self._remember(candidates)
+        route = "seeded" if any(row.seed for row in planned) or canvas.max_steps else "plain"
+        network_ms = (self.http.waited_s - waited_before) * 1000
+        self.exchanges.append(Exchange(self._infills, route, len(calls), canvas.max_steps, network_ms))
         return self._result(candidates, ended, answers[0], started, sent)
 
     @staticmethod
@@ -181,7 +208,7 @@ class RemoteEngine:
         reason: StopReason = "eos" if ended else "max_tokens"
         return InfillResult(
             candidates=best_first(candidates),
-            steps=0,  # the server does not say how many it ran
+            steps=0,  # the server does not say how many it ran (Exchange.server_steps: None)
             tokens_per_forward=0.0,
             stop_reason=reason,
             timings=Timings(
@@ -235,15 +262,26 @@ class RemoteEngine:
         pieces = self._pieces.get(request.seed_canvas or "")
         if pieces is None or len(pieces) != len(seed):
             pieces = self._detokenized(seed, request)
+            if pieces:  # asked once per seed: remembered with its ids
+                self._pieces[request.seed_canvas or ""] = pieces
         return {p: pieces[p] for p in request.fixed_positions if p < min(len(pieces), canvas.middle)}
 
     def _detokenized(self, ids: list[int], request: InfillRequest) -> tuple[str, ...]:
-        """Each id's text, from the server (a seed that no earlier answer held: seldom)."""
-        calls = [Call("/detokenize", {"model": self.facts.model, "tokens": [i]}) for i in ids]
-        answers = self.http.calls(calls, request.deadline, request.cancel)
-        return tuple(str(a.get("prompt", "")) for a in answers)
+        """Each id's text, from one /detokenize call (for a seed no earlier answer held: seldom): the ids
+        with a control token before each and at the end, cut at its text. Empty where that cannot tell
+        them apart (no control token known, or a seed that holds it): then vLLM's answer stands there."""
+        if self.facts.separator is None or not ids:
+            return ()
+        mark, text = self.facts.separator
+        between = [t for i in ids for t in (mark, i)] + [mark]
+        call = Call("/detokenize", {"model": self.facts.model, "tokens": between})
+        answer = self.http.call(call, request.deadline, request.cancel)
+        parts = str(answer.get("prompt", "")).split(text)
+        if len(parts) != len(ids) + 2 or parts[0] or parts[-1] or mark in ids:
+            return ()
+        return tuple(parts[1:-1])
 
-    def _read(
+    def _candidates(
         self,
         answers: list[dict],
         planned: list[Row],
@@ -286,19 +324,15 @@ class RemoteEngine:
             return
         self._last = tuple(c for c in candidates if c.offsets and len(c.offsets) == len(c.token_ids))
 
-    def _abandoned(self, reason: str, started: float) -> InfillResult:
+    def _abandoned(self, reason: str, started: float, budget_s: float | None) -> InfillResult:
         """No answer: superseded (the scheduler drops it), or out of time (the editor shows nothing);
-        several deadlines missed in a row mean the server is too slow for the budget: said once."""
+        several deadlines missed in a row mean the server is too slow for the budget: said (the server
+        shows it once), with the budget to set."""
         if reason == "deadline":
             self._misses += 1
             if self._misses >= MISSES_BEFORE_SLOW:
                 self._misses = 0
-                raise RemoteError(
-                    f"remote engine at {self.base}: no answer within the latency budget "
-                    f"{MISSES_BEFORE_SLOW} times in a row (the server is slow or busy; "
-                    "a larger completion.latencyBudgetMs gives it more time)",
-                    "timeout",
-                )
+                raise RemoteError(self._too_slow(budget_s), "timeout")
         elapsed = (time.perf_counter() - started) * 1000
         stop: StopReason = "cancelled" if reason == "cancelled" else "deadline"
         return InfillResult(
@@ -310,6 +344,25 @@ class RemoteEngine:
             prompt_tokens=0,
             reused_prompt_tokens=0,
         )
+
+    def _too_slow(self, budget_s: float | None) -> str:
+        """The message for deadlines missed in a row: the budget they had, and one that would do."""
+        budget_ms = max(0.0, (budget_s or 0.0) * 1000)
+        slowest = max(self._answered_ms, default=0.0)
+        suggested = suggested_budget_ms(budget_ms, slowest)
+        took = f"; its answers took up to {slowest:.0f} ms" if slowest else ""
+        return (
+            f"remote engine at {self.base}: no answer within the latency budget (about {budget_ms:.0f} ms) "
+            f"{MISSES_BEFORE_SLOW} times in a row{took}: set completion.latencyBudgetMs to {suggested} "
+            f"(--budget-ms {suggested} on the command line)"
+        )
+
+
+def suggested_budget_ms(budget_ms: float, slowest_answer_ms: float) -> int:
+    """A budget the server could meet: twice the one it missed, or a quarter over its slowest answer seen,
+    whichever is more, rounded up to 100 ms."""
+    wanted = max(2 * budget_ms, 1.25 * slowest_answer_ms, 100.0)
+    return int(math.ceil(wanted / 100) * 100)
 
 
 def _object(value: object) -> dict:

@@ -3,9 +3,11 @@
 A vLLM serving DiffusionGemma (0.32 and later) takes per-request diffusion controls in `vllm_xargs`
 (a seed canvas, pinned positions, a step cap, a canvas width, one-canvas reads) and checks them when a
 request arrives: a seed canvas of one id is refused with "must hold exactly N ids" (N: the served
-canvas) and an id past the vocabulary with "ids must be in [0, V)". The probe sends both and reads
-the canvas and the vocabulary off the refusals; nothing is generated. A server that answers
-otherwise (an older vLLM, SGLang, any OpenAI-compatible server) gets plain requests.
+canvas), an id past the vocabulary with "ids must be in [0, V)", and each other control with a
+message naming it when its value is out of range. The probe sends one such request per control, all
+at once, and reads the canvas, the vocabulary and the controls taken off the refusals; nothing is
+generated. A server that answers otherwise (an older vLLM, SGLang, any OpenAI-compatible server)
+gets plain requests.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from engine.api import CancelToken
 from engine.remote_http import Call, HttpClient, RemoteError
 from engine.remote_settings import RemoteSettings
 from engine.tokenizer import EOS, FILE_SEP, FIM_MIDDLE, special_tokens
@@ -32,6 +35,15 @@ SAMPLE = (
 _CANVAS = re.compile(r"diffusion_seed_canvas must hold exactly (\d+) ids")
 _VOCAB = re.compile(r"diffusion_seed_canvas ids must be in \[0, (\d+)\)")
 PROBE_ID = 2**31 - 1  # past any vocabulary
+# The diffusion controls the engine sends, each with a value the server must refuse (naming it) if it
+# checks that control: nothing a refusal stops is generated.
+CONTROLS: dict[str, object] = {
+    "diffusion_seed_canvas": [0],  # one id: "must hold exactly N ids"
+    "diffusion_pinned": [0],  # without a seed: "needs a diffusion_seed_canvas"
+    "diffusion_max_steps": 0,
+    "diffusion_canvas_length": 0,
+    "diffusion_read_only": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,8 @@ class ServerFacts:
     file_sep: bool = False  # the FIM tokenizer has a file separator: other files' snippets can be sent
     chars_per_token: float = 3.5
     extras_note: str = ""  # why the extras are off
+    controls: tuple[str, ...] = ()  # the diffusion controls (CONTROLS) the server checks, so takes
+    separator: tuple[int, str] | None = None  # a control token's id and text: it splits a detokenization
 
     @property
     def seeding(self) -> bool:
@@ -65,14 +79,13 @@ class ServerFacts:
         return f"{self.model} ({version}), {self.family} prompt, {extras}"
 
     def describe(self) -> list[str]:
-        """Lines for `dgemma-lsp doctor`."""
+        """Lines for `dgemma-lsp doctor`: each control the engine sends, and whether the server took it."""
         extras = (
-            f"diffusion extras (seed canvas, pinned positions, step cap): yes, canvas {self.canvas}, "
-            f"vocabulary {self.vocab_size:,}"
+            f"diffusion extras: yes, canvas {self.canvas}, vocabulary {self.vocab_size:,}"
             if self.extras
             else f"diffusion extras: no ({self.extras_note}); plain requests"
         )
-        return [
+        lines = [
             f"served model  {self.model} (max length {self.max_model_len or '?'} tokens)",
             f"server        {'vLLM ' + self.version if self.version else 'version not given'}",
             f"prompt        {self.family} ({self.family_reason})",
@@ -80,26 +93,37 @@ class ServerFacts:
             f"~{self.chars_per_token:.1f} characters per token",
             f"extras        {extras}",
         ]
+        for name in CONTROLS:
+            taken = "checked: taken" if name in self.controls else "not taken (the server ignores it)"
+            lines.append(f"  {name:<24} {taken}")
+        return lines
 
 
-def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
-    """Ask the server what it serves and supports; raises RemoteError when it cannot be used at all."""
-    models = client.call(Call("/v1/models")).get("data")
+def probe(
+    client: HttpClient,
+    settings: RemoteSettings,
+    deadline: float | None = None,
+    cancel: CancelToken | None = None,
+) -> ServerFacts:
+    """Ask the server what it serves and supports; raises RemoteError when it cannot be used at all,
+    and Abandoned when `cancel` is set or `deadline` passes first (a re-probe inside a request)."""
+    ask = Asking(client, deadline, cancel)
+    models = client.call(Call("/v1/models"), deadline, cancel).get("data")
     if not isinstance(models, list) or not models or not isinstance(models[0], dict):
         raise RemoteError(f"remote engine at {client.base} serves no model (GET /v1/models)", "malformed")
     model = str(models[0].get("id", ""))
     max_len = models[0].get("max_model_len")
-    version, fim, sample = _answers(
-        client,
-        [Call("/version"), tokenize_call(model, FIM_MIDDLE), tokenize_call(model, SAMPLE)],
+    version, fim, sample = ask.answers(
+        [Call("/version"), tokenize_call(model, FIM_MIDDLE), tokenize_call(model, SAMPLE)]
     )
     tokenize = isinstance(sample, dict) and isinstance(sample.get("tokens"), list)
     has_fim = isinstance(fim, dict) and len(fim.get("tokens") or []) == 1
     family, reason = _family(settings.family, has_fim, tokenize)
-    single = _single_tokens(client, model, family) if tokenize else {}
+    single = _single_tokens(ask, model, family) if tokenize else {}
     eos_ids = (single[EOS],) if family == "fim" and EOS in single else tuple(single.values())
     control_ids = tuple(sorted(set(single.values()))) if family == "fim" else eos_ids
-    canvas, vocab, note = _extras(client, model)
+    canvas, vocab, controls, note = _extras(ask, model)
+    separator = next(iter(single.items()), None)
     per_token = len(SAMPLE) / max(1, len(sample["tokens"])) if tokenize else 3.5
     return ServerFacts(
         model=model,
@@ -116,6 +140,8 @@ def probe(client: HttpClient, settings: RemoteSettings) -> ServerFacts:
         file_sep=FILE_SEP in single,
         chars_per_token=per_token,
         extras_note=note,
+        controls=controls,
+        separator=(separator[1], separator[0]) if separator else None,
     )
 
 
@@ -124,12 +150,24 @@ def tokenize_call(model: str, text: str) -> Call:
     return Call("/tokenize", {"model": model, "prompt": text, "add_special_tokens": False})
 
 
-def _answers(client: HttpClient, calls: list[Call]) -> list[dict | None]:
-    """Answers to calls that may fail (None for those), sent at once."""
-    answers = client.calls(calls, errors=True)
-    if all(isinstance(a, RemoteError) and a.kind in ("unreachable", "timeout") for a in answers):
-        raise answers[0]  # type: ignore[misc]  # the server went away mid-probe
-    return [None if isinstance(a, RemoteError) else a for a in answers]
+@dataclass(frozen=True)
+class Asking:
+    """The probe's calls to one server, within one deadline and cancel flag."""
+
+    client: HttpClient
+    deadline: float | None
+    cancel: CancelToken | None
+
+    def replies(self, calls: list[Call]) -> list[Any]:
+        """Answers or the RemoteError of each call, sent at once."""
+        return self.client.calls(calls, self.deadline, self.cancel, errors=True)
+
+    def answers(self, calls: list[Call]) -> list[dict | None]:
+        """Answers to calls that may fail (None for those), sent at once."""
+        answers = self.replies(calls)
+        if all(isinstance(a, RemoteError) and a.kind in ("unreachable", "timeout") for a in answers):
+            raise answers[0]  # the server went away mid-probe
+        return [None if isinstance(a, RemoteError) else a for a in answers]
 
 
 def _family(forced: str, has_fim: bool, tokenize: bool) -> tuple[str, str]:
@@ -142,15 +180,17 @@ def _family(forced: str, has_fim: bool, tokenize: bool) -> tuple[str, str]:
     return "gemma4-chat", "no /tokenize to tell: the chat prompt"
 
 
-def _single_tokens(client: HttpClient, model: str, family: str) -> dict[str, int]:
-    """The family's control tokens the server's tokenizer holds as one id each (FIM: all of ours;
-    chat: the end-of-text ones), by name."""
+def _single_tokens(ask: Asking, model: str, family: str) -> dict[str, int]:
+    """The family's control tokens the server's tokenizer holds as one id each (FIM: all of ours, EOS
+    first; chat: the end-of-text ones), by name."""
     names = special_tokens() if family == "fim" else list(CHAT_END_TOKENS)
-    (joined,) = _answers(client, [tokenize_call(model, "".join(names))])
+    if EOS in names:
+        names = [EOS, *(n for n in names if n != EOS)]
+    (joined,) = ask.answers([tokenize_call(model, "".join(names))])
     ids = joined.get("tokens") if isinstance(joined, dict) else None
     if isinstance(ids, list) and len(ids) == len(names):  # each one token: one call told them all
         return dict(zip(names, ids, strict=True))
-    answers = _answers(client, [tokenize_call(model, name) for name in names])
+    answers = ask.answers([tokenize_call(model, name) for name in names])
     return {
         name: answer["tokens"][0]
         for name, answer in zip(names, answers, strict=True)
@@ -158,37 +198,46 @@ def _single_tokens(client: HttpClient, model: str, family: str) -> dict[str, int
     }
 
 
-def _extras(client: HttpClient, model: str) -> tuple[int, int, str]:
-    """(canvas, vocabulary, why not) from the refusals of two seed canvases no server may take."""
-    answers = client.calls([_seeded(model, [0]), _seeded(model, [PROBE_ID])], errors=True)
-    canvas = _read(_CANVAS, answers[0])
-    vocab = _read(_VOCAB, answers[1])
+def _extras(ask: Asking, model: str) -> tuple[int, int, tuple[str, ...], str]:
+    """(canvas, vocabulary, controls taken, why not) from the refusals of requests no server may take:
+    each control with a value out of its range, and a seed canvas of an id past any vocabulary."""
+    seeds = [_xargs_call(model, {"diffusion_seed_canvas": [PROBE_ID]})]
+    answers = ask.replies([*(_xargs_call(model, {name: value}) for name, value in CONTROLS.items()), *seeds])
+    by_control = dict(zip(CONTROLS, answers, strict=False))
+    canvas = _refused_with_number(_CANVAS, by_control["diffusion_seed_canvas"])
+    vocab = _refused_with_number(_VOCAB, answers[-1])
+    controls = tuple(name for name, answer in by_control.items() if _refused_naming(name, answer))
     if canvas and vocab:
-        return canvas, vocab, ""
+        return canvas, vocab, controls, ""
     first = answers[0]
     if isinstance(first, RemoteError) and first.kind in ("unreachable", "timeout"):
         raise first
     if isinstance(first, RemoteError):
-        return 0, 0, f"a seed canvas was refused otherwise: {first}"
-    return 0, 0, "the server ignores vllm_xargs (not a vLLM serving DiffusionGemma)"
+        return 0, 0, controls, f"a seed canvas was refused otherwise: {first}"
+    return 0, 0, controls, "the server ignores vllm_xargs (not a vLLM serving DiffusionGemma)"
 
 
-def _seeded(model: str, seed: list[int]) -> Call:
-    body: dict[str, Any] = {
-        "model": model,
-        "prompt": "x",
-        "max_tokens": 1,
-        "vllm_xargs": {"diffusion_seed_canvas": seed},
-    }
+def _xargs_call(model: str, xargs: dict[str, object]) -> Call:
+    body: dict[str, Any] = {"model": model, "prompt": "x", "max_tokens": 1, "vllm_xargs": xargs}
     return Call("/v1/completions", body)
 
 
-def _read(pattern: re.Pattern[str], answer: object) -> int:
+def _refused_with_number(pattern: re.Pattern[str], answer: object) -> int:
+    """The number a 400 refusal's message gives where it matches `pattern` (0: no such refusal)."""
     if isinstance(answer, RemoteError) and answer.status == 400:
         found = pattern.search(str(answer))
         if found:
             return int(found.group(1))
     return 0
+
+
+def _refused_naming(control: str, answer: object) -> bool:
+    """Whether a 400 refusal names `control` as the value it refused: the server checks that control."""
+    return (
+        isinstance(answer, RemoteError)
+        and answer.status == 400
+        and re.search(rf"\b{control} (must|needs|ids)\b", str(answer)) is not None
+    )
 
 
 def estimate_tokens(text: str, chars_per_token: float) -> int:

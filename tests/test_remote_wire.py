@@ -34,6 +34,9 @@ def test_a_rewrite_seed_keeps_its_fixed_tokens_pinned_and_noises_the_rest():
     (row,) = rows(request, FACTS, canvas, drafts=[], seed=[200, 201, 202], anchor=[])
     assert canvas.width == 11 and row.pinned == (0, 2)  # the seed, and room for the rewrite to grow
     assert row.seed[0] == 200 and row.seed[2] == 202 and len(row.seed) == 11
+    assert row.seed[1] != 201  # the free position renoised (at strength 1, as good as surely)
+    kept = rows(replace(request, seed_noise=0.0), FACTS, canvas, drafts=[], seed=[200, 201, 202], anchor=[])
+    assert kept[0].seed[:3] == (200, 201, 202)  # strength 0: the seed as it was
 
 
 def test_a_plain_request_leaves_the_canvas_to_the_server():

@@ -267,6 +267,24 @@ def test_a_sticky_seed_starts_the_canvas_and_stays_where_the_model_is_unsure(eng
     assert noisy.canvases[0][0, : len(seed_ids)].tolist() != seed_ids  # strength 1 renoises the seed
 
 
+def test_a_rewrite_seed_keeps_its_fixed_tokens_and_noises_a_seed_noise_share_of_the_rest(engine):
+    """A rewrite: the kept tokens fixed, the others renoised at the strength asked, each candidate row
+    drawn apart; with seed_noise ignored the start canvas would be the seed itself."""
+    seed = "total = sum(price * count for price, count in items)\n"
+    seed_ids = engine.format.encode(seed)
+    fixed = tuple(range(0, len(seed_ids), 3))
+    free = [p for p in range(len(seed_ids)) if p not in fixed]
+    spy = spy_on(engine)
+    request = InfillRequest(prefix=PREFIX, suffix=SUFFIX, seed_canvas=seed, fixed_positions=fixed,
+                            seed_noise=0.5, n_candidates=4, max_steps=1, seed=3)  # fmt: skip
+    engine.infill(request)
+    start = spy.canvases[0][:, : len(seed_ids)].tolist()  # the first step's input: the start canvas
+    assert all(row[p] == seed_ids[p] for row in start for p in fixed)
+    noised = sum(row[p] != seed_ids[p] for row in start for p in free) / (len(start) * len(free))
+    assert 0.25 <= noised <= 0.75  # about half of the free positions, never none nor all
+    assert len({tuple(row) for row in start}) == len(start)  # each row noised apart
+
+
 def test_token_spans_cover_the_text(engine):
     text = "for item in items:\n    total += item.price"
     spans = engine.token_spans(text)

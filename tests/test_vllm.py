@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from engine import EngineError, InfillRequest, RemoteSettings, load_engine
+from engine import CancelFlag, EngineError, InfillRequest, RemoteSettings, load_engine
+from engine import remote_engine as remote_module
 from evaluation import gpu_bench
 from tests.lsp_session import inline, lsp_session, open_document, wait_until
 from tests.vllm_server import API_KEY, CANVAS, SERVED_NAME, VllmServer, build_checkpoint, ensure_vllm
@@ -34,6 +35,9 @@ NO_DEADLINE = {"completion": {"latencyBudgetMs": 0}, "rewrite": {"latencyBudgetM
 REQUESTS = "vllm:request_success_total"  # sequences: a request with n=2 counts 2
 HTTP = "http_requests_total"
 STEPS = "vllm:diffusion_num_denoising_steps_total"
+GENERATED = "vllm:generation_tokens_total"
+CONTROLS = ("diffusion_seed_canvas", "diffusion_pinned", "diffusion_max_steps", "diffusion_canvas_length",
+            "diffusion_read_only")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +65,37 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def engine(vllm: VllmServer):
-    """One engine for the module: the last test uses it after the server's restart."""
+    """One engine for the module (the tests that restart the server make engines of their own)."""
     made = load_engine(vllm.url, remote=RemoteSettings(api_key=API_KEY, timeout_s=300))
     yield made
     made.close()
 
 
-def test_doctor_tells_what_the_server_serves_and_which_extras_it_takes(vllm, keyed):
-    done = subprocess.run(
-        [sys.executable, "-m", "dgemma_lsp", "doctor", "--model", vllm.url], capture_output=True, text=True
+def doctor(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dgemma_lsp", "doctor", "--model", url], capture_output=True, text=True
     )
+
+
+def test_doctor_tells_what_the_server_serves_and_which_extras_it_takes(vllm, keyed):
+    done = doctor(vllm.url)
     assert done.returncode == 0, done.stderr
     for said in (SERVED_NAME, "vLLM 0.32.0", "fim (its tokenizer has <|fim_middle|>", f"canvas {CANVAS}"):
         assert said in done.stdout, done.stdout
+    for control in CONTROLS:  # each tested by a value the server refuses, naming it
+        assert f"{control:<24} checked: taken" in done.stdout, done.stdout
     assert API_KEY not in done.stdout + done.stderr
+
+
+def test_doctor_says_what_is_wrong_with_a_key_or_a_path_and_exits_1(vllm, monkeypatch):
+    monkeypatch.delenv("DGEMMA_API_KEY", raising=False)
+    unkeyed = doctor(vllm.url)
+    assert unkeyed.returncode == 1 and "UNAUTHORIZED" in unkeyed.stdout, unkeyed.stdout
+    assert "check DGEMMA_API_KEY" in unkeyed.stdout and "set DGEMMA_API_KEY" in unkeyed.stdout
+    monkeypatch.setenv("DGEMMA_API_KEY", API_KEY)
+    wrong_path = doctor(vllm.url.removesuffix("/v1") + "/openai/v1")
+    assert wrong_path.returncode == 1 and "NOT FOUND" in wrong_path.stdout, wrong_path.stdout
+    assert "check the URL's path" in wrong_path.stdout
 
 
 def test_complete_prints_a_completion_and_a_wrong_key_in_one_line(vllm, keyed):
@@ -83,6 +104,10 @@ def test_complete_prints_a_completion_and_a_wrong_key_in_one_line(vllm, keyed):
                "--col", "12", "--model", vllm.url, "--budget-ms", "0", "--json"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and '"device": "remote"' in done.stdout, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["steps"] is None and answer["tokens_per_forward"] is None  # vLLM does not say: unknown
+    assert set(answer["route"].split("+")) <= {"seeded", "plain"} and answer["requests"] >= 1
+    assert answer["network_ms"] > 0 and answer["engine_ms"] < answer["network_ms"]  # its own work apart
     wrong = {**os.environ, "DGEMMA_API_KEY": "wrong"}
     refused = subprocess.run(command, capture_output=True, text=True, timeout=600, env=wrong)
     assert refused.returncode == 1 and "HTTP 401" in refused.stderr
@@ -105,14 +130,39 @@ def test_drafts_and_noise_rows_each_reach_the_server_and_compete(vllm, engine):
     assert means == sorted(means, reverse=True) and all(0 < m <= 1 for m in means if m)
 
 
-def test_a_seeded_canvas_comes_back_with_its_pinned_tokens_intact(vllm, engine):
+def test_vllm_holds_pinned_positions_and_the_engine_returns_them_as_sent(vllm, engine, monkeypatch):
+    """What vLLM answered at pinned positions, read before the engine puts the seed back there: far more
+    of them as seeded than the same positions left free (vLLM answers its argmax at a pinned position,
+    docs/team-server.md); and what the engine returns, every pinned position as sent."""
+    answered: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
+    real = remote_module.candidate
+
+    def spy(out, row, canvas, facts, pinned):
+        answered.append((out.token_ids, row.seed, row.pinned))
+        return real(out, row, canvas, facts, pinned)
+
+    monkeypatch.setattr(remote_module, "candidate", spy)
     seed = "values = sorted(values)\n"
     ids = vllm.tokenize(seed)
     fixed = tuple(range(0, len(ids), 2))
-    for attempt in range(3):
+    detokenized = vllm.metric(HTTP, handler="/detokenize")
+    results = []
+    for attempt, pins in enumerate([fixed] * 3 + [()] * 3):
         request = InfillRequest(prefix="def f(values):\n    ", suffix="\n", seed_canvas=seed,
-                                fixed_positions=fixed, seed_noise=1.0, seed=attempt)  # fmt: skip
-        for found in engine.infill(request).candidates:
+                                fixed_positions=pins, seed_noise=0.0, seed=attempt)  # fmt: skip
+        results.append(engine.infill(request))
+    assert vllm.metric(HTTP, handler="/detokenize") - detokenized == 1  # the seed's texts: one call
+    kept = {True: [0, 0], False: [0, 0]}  # pinned or not: (as seeded, answered)
+    for out, start, pinned in answered:
+        for p in fixed:
+            if p < len(out):
+                kept[bool(pinned)][0] += out[p] == start[p]
+                kept[bool(pinned)][1] += 1
+    pinned_share, free_share = (kept[k][0] / kept[k][1] for k in (True, False))
+    print(f"vLLM answered {pinned_share:.0%} of pinned positions as seeded ({free_share:.0%} unpinned)")
+    assert kept[True][1] and pinned_share >= 0.2 and pinned_share > free_share + 0.15
+    for result in results[:3]:
+        for found in result.candidates:
             held = [found.token_ids[p] for p in fixed if p < len(found.token_ids)]
             assert held == [ids[p] for p in fixed][: len(held)]
 
@@ -125,7 +175,7 @@ def test_a_canvas_capped_at_one_step_takes_one_step(vllm, engine):
 
 
 def test_a_superseded_request_is_abandoned_and_costs_the_server_nothing_further(vllm, engine):
-    cancel = threading.Event()
+    cancel = CancelFlag()
     long = InfillRequest(prefix="def f(x):\n", max_new_tokens=CANVAS * 12, cancel=cancel)
     threading.Timer(1.0, cancel.set).start()
     started = time.monotonic()
@@ -161,12 +211,15 @@ def test_gpu_bench_puts_vllm_beside_the_other_paths_on_the_same_prompt(vllm, key
     out = tmp_path / "gpu.json"
     argv = ["--tiny", "--prompt-tokens", "32", "--ar-tokens", "4", "--canvas", str(CANVAS), "--steps", "2",
             "--repeats", "1", "--vllm", vllm.url, "--json", str(out)]  # fmt: skip
-    before = vllm.metric(STEPS)
+    before = vllm.metric(STEPS), vllm.metric(GENERATED)
     assert gpu_bench.main(argv) == 0
     paths = {p["path"]: p for p in json.loads(out.read_text())["paths"]}
     assert set(paths) == {"ours", "generate", "vllm", "autoregressive"}
-    assert paths["vllm"]["tokens"] == CANVAS and paths["vllm"]["steps"] == 2
-    assert vllm.metric(STEPS) - before == 2 * 2  # a warm-up and a timed run, two steps each
+    served = paths["vllm"]
+    assert vllm.metric(STEPS) - before[0] == 2 * 2  # a warm-up and a timed run, two steps each
+    generated = (vllm.metric(GENERATED) - before[1]) / 2  # per run, as the server counted them
+    assert served["tokens"] == generated and served["steps"] == 2
+    assert served["tokens_per_s"] == pytest.approx(generated / (served["median_ms"] / 1000), rel=1e-9)
 
 
 async def test_completion_and_rewrite_through_the_language_server(vllm, keyed):
@@ -192,22 +245,43 @@ async def test_completion_and_rewrite_through_the_language_server(vllm, keyed):
         assert resolved.edit is not None  # a 30% renoised block comes back changed somewhere
 
 
+async def test_an_answer_cut_by_the_deadline_is_never_served_again_from_the_cache(vllm, keyed):
+    """A budget the server cannot meet, then the same request with one it can: the second reaches vLLM
+    and shows the model's answer, not the empty one of the first."""
+    uri = "file:///work/budget.py"
+    tight = {"completion": {"latencyBudgetMs": 1, "syntaxRepair": False}}
+    async with lsp_session(vllm.url, options=tight) as (client, _):
+        open_document(client, uri, SOURCE)
+        cut = await inline(client, uri, 5, 8)
+        assert cut is not None and not cut.items
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"completion": {"latencyBudgetMs": 0}})
+        )
+        before = vllm.metric(REQUESTS)
+        await wait_until(lambda: client.statuses and client.statuses[-1].state == "ready", what="ready")
+        again = await inline(client, uri, 5, 8)
+        assert again is not None and vllm.metric(REQUESTS) > before
+        assert client.statuses[-1].lastSource != "cache"
+
+
 async def test_the_language_server_survives_the_remote_going_away_and_coming_back(vllm, keyed):
-    async with lsp_session(vllm.url, options=NO_DEADLINE) as (client, _):
-        open_document(client, URI, SOURCE)
-        vllm.stop()
-        gone = await inline(client, URI, 5, 8)
-        assert gone is not None and not gone.items
-        assert "cannot connect" in (client.statuses[-1].error or "")
-        assert any("cannot connect" in m.message for m in client.messages)  # told once
-        vllm.start()
-        vllm.warm_up()
-        assert (await inline(client, URI, 5, 8)) is not None
-        await wait_until(lambda: client.statuses[-1].error is None, what="the error to clear")
-        assert client.statuses[-1].state == "ready"
-
-
-def test_an_engine_made_before_the_restart_goes_on_after_it(engine):
-    """Run last (after the restart above): its pooled connections died with the old server."""
-    result = engine.infill(InfillRequest(prefix="x = ", anchor=")", max_new_tokens=CANVAS))
-    assert result.stop_reason in ("eos", "max_tokens")
+    """And an engine made before the restart goes on after it (its pooled connections died with the old
+    server): made here, so that no test depends on another having run first."""
+    made_before = load_engine(vllm.url, remote=RemoteSettings(api_key=API_KEY, timeout_s=300))
+    try:
+        async with lsp_session(vllm.url, options=NO_DEADLINE) as (client, _):
+            open_document(client, URI, SOURCE)
+            vllm.stop()
+            gone = await inline(client, URI, 5, 8)
+            assert gone is not None and not gone.items
+            assert "cannot connect" in (client.statuses[-1].error or "")
+            assert any("cannot connect" in m.message for m in client.messages)  # told once
+            vllm.start()
+            vllm.warm_up()
+            assert (await inline(client, URI, 5, 8)) is not None
+            await wait_until(lambda: client.statuses[-1].error is None, what="the error to clear")
+            assert client.statuses[-1].state == "ready"
+        result = made_before.infill(InfillRequest(prefix="x = ", anchor=")", max_new_tokens=CANVAS))
+        assert result.stop_reason in ("eos", "max_tokens")
+    finally:
+        made_before.close()

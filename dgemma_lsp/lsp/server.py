@@ -258,10 +258,11 @@ class DgemmaServer(LanguageServer):
         the error, the user is told once per outage, and the server goes on serving."""
         first = self.model.error is None
         self.model.error = str(error)
+        self.last_latency_ms = self.last_source = None  # from before the outage: not the model's now
         if first:
             self.tell(str(error), types.MessageType.Warning)
         else:
-            logger.info("%s", error)
+            logger.debug("%s", error)  # the status carries it; the log said it once
         self.send_status()
 
     def engine_answered(self) -> None:

@@ -58,15 +58,17 @@ def workspace_tokens(options: ContextOptions, reads_context: bool) -> int:
 
 
 # The completion budget when none is set: room for a few denoising steps of the bundled model on a CPU or
-# of the 26B-A4B model on a GPU; the sampler answers sooner whenever the canvas settles.
-DEFAULT_BUDGET_MS = {"cpu": 250, "gpu": 150}
+# of the 26B-A4B model on a GPU; the sampler answers sooner whenever the canvas settles. A remote engine's
+# covers a network round trip and a server's answer as well (docs/team-server.md, "Latency budget").
+DEFAULT_BUDGET_MS = {"cpu": 250, "gpu": 150, "remote": 1000}
 
 
 def completion_budget_ms(options: CompletionOptions, device: str) -> int:
-    """The completion latency budget in force on `device` (an engine's device: cpu, cuda:0, mps)."""
+    """The completion latency budget in force on `device` (an engine's device: cpu, cuda:0, mps, remote)."""
     if options.latency_budget_ms is not None:
         return options.latency_budget_ms
-    return DEFAULT_BUDGET_MS["cpu" if device.startswith("cpu") else "gpu"]
+    kind = "cpu" if device.startswith("cpu") else "remote" if device == "remote" else "gpu"
+    return DEFAULT_BUDGET_MS[kind]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import EngineError
+from engine import CancelFlag, EngineError
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class Job:
     work: Callable[[threading.Event], Any]
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: CancelFlag = field(default_factory=CancelFlag)  # a remote engine's wait wakes when it is set
 
     def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
         def deliver() -> None:
@@ -113,7 +113,7 @@ class Scheduler:
             try:
                 value = job.work(job.cancel)
             except EngineError as err:  # a problem with a message for the user (a remote server down)
-                logger.warning("model job for %s: %s", job.key, err)
+                logger.debug("model job for %s: %s", job.key, err)  # its owner tells the user, once
                 job.resolve(error=err)
             except Exception as err:  # the job's owner decides what an error means
                 logger.exception("model job for %s failed", job.key)

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dgemma_lsp.runtime.stats import percentile
-from engine import InfillRequest, RemoteSettings, load_engine
+from engine import CancelFlag, InfillRequest, RemoteSettings, load_engine
 from engine import remote_engine as remote_module
 from engine.remote_engine import RemoteEngine
 from engine.remote_http import Call
@@ -177,10 +177,10 @@ def run_cancellations(engine: RemoteEngine, metric: Metric, count: int) -> Cance
     abandon_ms: list[float] = []
     still = 0
     for i in range(count):
-        cancel = threading.Event()
+        cancel = CancelFlag()  # as the server's scheduler makes them: the engine's wait wakes when it is set
         marks: list[float] = []
 
-        def supersede(flag: threading.Event = cancel, at: list[float] = marks) -> None:
+        def supersede(flag: CancelFlag = cancel, at: list[float] = marks) -> None:
             at.append(time.perf_counter())
             flag.set()
 
