@@ -9,13 +9,20 @@ dgemma-lsp doctor [--model SPEC]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.remote_settings import API_KEY_VARIABLE, FAMILIES
+
+if TYPE_CHECKING:
+    from dgemma_lsp.lsp.server import DgemmaServer
+    from engine.api import AllocationWindow
 
 SUBCOMMANDS = ("complete", "doctor", "bench", "eval")
 
@@ -29,11 +36,24 @@ def _serve_parser() -> argparse.ArgumentParser:
     mode.add_argument("--tcp", action="store_true", help="serve over TCP")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=2087)
+    parser.add_argument(
+        "--max-sessions",
+        type=_positive,
+        default=4,
+        help="over TCP: clients served at once, each a session with its own model (default 4)",
+    )
     parser.add_argument("--model", help="model spec: default, a checkpoint folder, a cached HF id, or a URL")
     parser.add_argument("--log-file", help="write the server log here (stderr otherwise)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.epilog = f"subcommands: {', '.join(SUBCOMMANDS)} (dgemma-lsp SUBCOMMAND --help)"
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
 
 
 def _complete_parser() -> argparse.ArgumentParser:
@@ -105,15 +125,17 @@ def _checkout_tool(command: str, argv: list[str]) -> int:
     return eval_main(argv) if command == "eval" else bench_main(argv)
 
 
-def _configure_logging(verbose: bool, log_file: str | None) -> None:
+def _configure_logging(verbose: bool, log_file: str | None, sessions: bool = False) -> None:
     """stderr gets warnings and errors (editors file it as errors), --log-file info lines too (with
     debugLog on, the messages pygls sends), -v debug lines in either; the client gets the server's
-    details as window/logMessage (dgemma_lsp/lsp/client_log.py)."""
+    details as window/logMessage (dgemma_lsp/lsp/client_log.py). `sessions` (TCP): each line says
+    which session's process wrote it."""
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     level = logging.DEBUG if verbose else logging.INFO if log_file else logging.WARNING
     handler.setLevel(level)  # the server's loggers pass info lines down for the client's log
+    process = " [%(process)d]" if sessions else ""
     logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler]
+        level=level, format=f"%(asctime)s{process} %(levelname)s %(name)s: %(message)s", handlers=[handler]
     )
     # pygls logs whole messages (InitializeParams, every message sent) from INFO down: code stays out
     # of logs unless the client turns debugLog on.
@@ -128,29 +150,44 @@ GIL_SWITCH_INTERVAL_S = 0.001
 
 
 def serve(args: argparse.Namespace) -> int:
-    _configure_logging(args.verbose, args.log_file)
+    _configure_logging(args.verbose, args.log_file, sessions=args.tcp)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    from dgemma_lsp.lsp.frames import FrameReader
     from dgemma_lsp.runtime.heap import hold_mmap_threshold
 
     heap = hold_mmap_threshold()  # a long-lived process: its memory must not creep
+    window = heap.window if heap else None
+    if args.tcp:
+        from dgemma_lsp.lsp.tcp import serve_tcp
+
+        session = functools.partial(_serve_connection, args.model, window)
+        return serve_tcp(args.host, args.port, args.max_sessions, session)
+    from dgemma_lsp.lsp.frames import FrameReader
+
+    _session_server(args.model, window).start_io(FrameReader(sys.stdin.buffer))
+    return 0
+
+
+def _session_server(
+    model: str | None, window: AllocationWindow | None, tcp_token: str | None = None
+) -> DgemmaServer:
+    """A server for one session (`tcp_token`: over TCP, what its client presents to be trusted)."""
     from dgemma_lsp.lsp.server import create_server
 
-    server = create_server(model_override=args.model, window=heap.window if heap else None)
+    server = create_server(model_override=model, window=window)
+    server.tcp_token = tcp_token
     server.model.preload()  # torch and transformers import while the client starts up
-    if args.tcp:
-        from dgemma_lsp.lsp.tcp_token import TOKEN_ENV, serving_token
+    return server
 
-        server.tcp_token, written = serving_token(args.port)
-        where = f"written to {written}" if written else f"from {TOKEN_ENV}"
-        logging.getLogger(__name__).warning(
-            "serving on %s:%d; clients present initializationOptions.tcpToken (%s) to have their "
-            "workspace folders read",
-            args.host, args.port, where,
-        )  # fmt: skip
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io(FrameReader(sys.stdin.buffer))
+
+def _serve_connection(
+    model: str | None, window: AllocationWindow | None, connection: socket.socket, token: str
+) -> int:
+    """One TCP connection, in the process of its own session: its frames read as stdin's are."""
+    from dgemma_lsp.lsp.frames import FrameReader
+
+    server = _session_server(model, window, token)
+    with connection, connection.makefile("rb") as incoming, connection.makefile("wb") as outgoing:
+        server.start_io(FrameReader(incoming), outgoing)
     return 0
 
 

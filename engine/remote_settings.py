@@ -19,11 +19,13 @@ class RemoteSettings:
     family: str = "auto"
     api_key: str | None = field(default=None, repr=False)  # None: the DGEMMA_API_KEY variable
     timeout_s: float = DEFAULT_TIMEOUT_S  # a call with no deadline of its own
+    environment_key: bool = True  # False: the server was named by a client it must not hand the key
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise EngineError(f"remote family {self.family!r} is not one of {', '.join(FAMILIES)}")
 
     def key(self) -> str | None:
-        """The API key: the option, else the environment variable, else none."""
-        return self.api_key or os.environ.get(API_KEY_VARIABLE) or None
+        """The API key: the option, else the environment variable (where allowed), else none."""
+        from_environment = os.environ.get(API_KEY_VARIABLE) if self.environment_key else None
+        return self.api_key or from_environment or None

@@ -1,4 +1,4 @@
-"""LSP frames read robustly from stdin, for pygls' reading loop.
+"""LSP frames read robustly from stdin or a TCP connection, for pygls' reading loop.
 
 pygls matches only the exact line `Content-Length: N` + CRLF and reads N bytes in one allocation:
 one frame without that header desynchronises it for good, and a huge N kills the process.

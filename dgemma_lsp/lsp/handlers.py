@@ -31,17 +31,25 @@ REWRITE_TITLE = "Rewrite block with DiffusionGemma"
 
 def initialize(ls: DgemmaServer, params: types.InitializeParams) -> None:
     ls.follow_trace(params.trace)
+    ls.repository.stop()  # an index an earlier initialize started (with its trust) ends here
     ls.documents = Workspace(ls.registry, ls.workspace.position_encoding or "utf-16", ls.repository.retrieval)
     raw = params.initialization_options
     if ls.tcp_token is not None:
         presented = raw.pop("tcpToken", None) if isinstance(raw, dict) else None
-        ls.repository.trusted = presented is not None and secrets.compare_digest(str(presented), ls.tcp_token)
+        ls.repository.trusted = presented is not None and _same_secret(presented, ls.tcp_token)
         if not ls.repository.trusted:
             ls.log(
-                "no tcpToken from this client: its workspace folders are not read", types.MessageType.Warning
+                "no tcpToken from this client: its workspace folders are not read, and it names no model "
+                "server or API key",
+                types.MessageType.Warning,
             )
     ls.apply_options(raw)
     ls.repository.set_folders(folder_uris(params))
+
+
+def _same_secret(presented: object, token: str) -> bool:
+    """Whether the client presented the token (compared in constant time, whatever it sent)."""
+    return secrets.compare_digest(str(presented).encode(), token.encode())
 
 
 def folder_uris(params: types.InitializeParams) -> list[str]:

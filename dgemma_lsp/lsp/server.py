@@ -35,6 +35,7 @@ from dgemma_lsp.runtime.scheduler import Scheduler
 from dgemma_lsp.runtime.stats import Stats
 from engine import Engine, EngineError
 from engine.api import AllocationWindow
+from engine.loading import is_url
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,32 @@ class DgemmaServer(LanguageServer):
     def _with_override(self, options: Options) -> Options:
         return replace(options, model=self.model_override) if self.model_override else options
 
+    @property
+    def trusted(self) -> bool:
+        """Whether this client may have its folders read and name a model server and key: over stdio
+        always; over TCP once it presented the token (`initialize`)."""
+        return self.repository.trusted
+
+    def _within_trust(self, options: Options) -> Options:
+        """An untrusted client's model URL and API key are refused (a local model is its to choose):
+        its URL would have the server call any host it names, with the server's key."""
+        if self.trusted:
+            return options
+        refused = []
+        if is_url(options.model) and options.model != self.options.model:
+            refused.append("a model server")
+            options = replace(options, model=self.options.model)
+        if options.remote.api_key != self.options.remote.api_key:
+            refused.append("an API key")
+            options = replace(options, remote=replace(options.remote, api_key=self.options.remote.api_key))
+        if refused:
+            self.log(
+                f"refused {' and '.join(refused)} from a client without the tcpToken: only the server's "
+                "command line, its environment or a client with the token say where completions are sent",
+                types.MessageType.Warning,
+            )
+        return options
+
     # --- messages a user must see, and the log
 
     def tell(self, message: str, level: types.MessageType = types.MessageType.Error) -> None:
@@ -110,7 +137,7 @@ class DgemmaServer(LanguageServer):
 
     def apply_options(self, raw: object) -> None:
         options, problems = parse_options(raw, self.options)
-        self.options = self._with_override(options)
+        self.options = self._with_override(self._within_trust(options))
         # pygls logs whole messages (InitializeParams, every message it sends): completions and
         # rewrites are code, kept out of the log unless debugLog is on (then -v shows them on stderr).
         logging.getLogger("pygls").setLevel(logging.NOTSET if self.options.debug_log else logging.WARNING)
@@ -218,7 +245,9 @@ class DgemmaServer(LanguageServer):
     def start_loading(self, retry: bool = False) -> None:
         """Load the configured model in the background, with $/progress when the client shows it
         (`retry`: the same remote server again, quietly)."""
-        choice = ModelChoice.of(self.options)
+        # The server's own key goes to the URL its command line names, or to one a trusted client names.
+        server_key = self.trusted or self.options.model == self.model_override
+        choice = ModelChoice.of(self.options, server_key)
         if self.model.choice == choice and self.model.state in (ModelState.READY, ModelState.LOADING):
             return
         self._load_task = asyncio.ensure_future(self._load(choice, retry))

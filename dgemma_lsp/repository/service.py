@@ -8,6 +8,7 @@ only one that presented the server's secret).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
 from dgemma_lsp.runtime.options import Options
 from engine.loading import is_url
+
+logger = logging.getLogger(__name__)
 
 RECENT_S = 600.0  # a file saved or changed this long ago still counts as recently edited
 RECENT_FILES = 64
@@ -108,11 +111,15 @@ class Repository:
         self._retrievals.clear()
 
     def add_folders(self, added: list[str], removed: list[str]) -> None:
+        """`workspace/didChangeWorkspaceFolders`; a folder an untrusted client adds is not read."""
         for path in (path_of(uri) for uri in removed):
             if path is not None and path in self.folders:
                 self.folders.remove(path)
                 if self.indexer is not None:
                     self.indexer.remove_folder(path)
+        if added and not self.trusted:
+            logger.warning("workspace folders added by a client without the tcpToken are not read")
+            return
         for path in (path_of(uri) for uri in added):
             if path is not None and path.is_dir() and path not in self.folders:
                 self.folders.append(path)

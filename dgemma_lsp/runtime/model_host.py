@@ -40,8 +40,12 @@ class ModelChoice:
     remote: RemoteSettings = field(default_factory=RemoteSettings)  # for a URL
 
     @classmethod
-    def of(cls, options: Options) -> ModelChoice:
-        remote = RemoteSettings(family=options.remote.family, api_key=options.remote.api_key or None)
+    def of(cls, options: Options, server_key: bool = True) -> ModelChoice:
+        """`server_key`: whether the server's own key (DGEMMA_API_KEY) may be sent to this URL: the
+        one its command line names, or one a trusted client names; never an untrusted client's."""
+        remote = RemoteSettings(
+            family=options.remote.family, api_key=options.remote.api_key or None, environment_key=server_key
+        )
         return cls(spec=options.model, device=options.device, threads=options.threads, remote=remote)
 
     @property
