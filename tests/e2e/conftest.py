@@ -4,6 +4,8 @@ the server's optional features, a scratch workspace with the fixture files."""
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,19 @@ def need(find, *args):
         return find(*args)
     except tools.Missing as missing:
         pytest.skip(str(missing))
+
+
+def poll(what: str, check: Callable, timeout: float, context: Callable[[], str], every: float = 0.05):
+    """The first true value of `check()`, asked every `every` s; after `timeout` s the test fails,
+    naming `what` and showing `context()` (the screen, a log)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; {context()}")
+        time.sleep(every)
 
 
 @pytest.fixture(scope="session")

@@ -159,8 +159,10 @@ function M.request(client, method, params, handler, bufnr)
   return ok and id or nil
 end
 
+---Cancels a request still pending (Neovim logs an [ERROR] for a cancel of one that has finished).
 function M.cancel(client, id)
-  if id == nil then
+  local request = id ~= nil and client.requests and client.requests[id]
+  if not request or request.type ~= "pending" then
     return
   end
   if has_011 then
