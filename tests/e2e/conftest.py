@@ -61,6 +61,15 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
+def add_modules(folder: Path, count: int = 3000) -> None:
+    """`count` small Python modules under folder/pkg: a workspace that takes the server seconds to index."""
+    body = "".join(f"def function_{i}(value):\n    return value * {i}\n\n" for i in range(20))
+    for n in range(count):
+        package = folder / "pkg" / f"m{n // 100:02d}"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / f"module_{n}.py").write_text(body)
+
+
 def requires(features: ServerFeatures, name: str) -> None:
     """Skip a test of a server feature that this server does not have yet."""
     reasons = {

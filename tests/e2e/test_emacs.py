@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import tools
-from tests.e2e.conftest import need, poll, requires
+from tests.e2e.conftest import add_modules, need, poll, requires
 from tests.e2e.terminal_png import colours
 from tests.e2e.test_nvim import finish_loading, slow_loading_copy
 
@@ -398,11 +398,7 @@ def test_keys_typed_while_the_model_loads_get_a_suggestion_once_it_is_ready(
 def test_the_mode_line_shows_indexing_while_the_workspace_is_indexed(
     tmp_path, workspace, server_command, tiny_model_dir
 ):  # fmt: skip
-    body = "".join(f"def function_{i}(value):\n    return value * {i}\n\n" for i in range(20))
-    for n in range(3000):
-        folder = workspace / "pkg" / f"m{n // 100:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"module_{n}.py").write_text(body)
+    add_modules(workspace)
     with open_emacs(tmp_path, workspace, server_command, tiny_model_dir) as ed:
         seen: list[str] = []
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import tools
-from tests.e2e.conftest import need, poll
+from tests.e2e.conftest import add_modules, need, poll
 from tests.e2e.terminal_png import colours, screenshot, styled
 from tests.e2e.test_nvim import FIXTURE, INIT, LINE, PLUGIN, TYPED, lua
 
@@ -223,11 +223,7 @@ def test_the_statusline_shows_indexing_while_the_workspace_is_indexed(
     # A project (a .git folder marks its root) of 3,000 files: Neovim shows no $/progress, so the
     # statusline says how far the index is, and nothing once it is done.
     (workspace / ".git").mkdir()
-    body = "".join(f"def function_{i}(value):\n    return value * {i}\n\n" for i in range(20))
-    for n in range(3000):
-        folder = workspace / "pkg" / f"m{n // 100:02d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"module_{n}.py").write_text(body)
+    add_modules(workspace)
     with nvim_in_tmux(tmp_path, "0.12", server_command, tiny_model_dir, workspace / FIXTURE) as screen:
         seen: list[str] = []
 
