@@ -23,7 +23,7 @@ from tests.e2e.conftest import add_modules, need, poll, requires
 from tests.e2e.terminal_png import colours
 from tests.e2e.test_nvim import finish_loading, slow_loading_copy
 
-pytestmark = pytest.mark.emacs
+pytestmark = [pytest.mark.editors, pytest.mark.emacs]
 
 DGEMMA_EL = tools.ROOT / "editors" / "emacs"
 FIXTURE = "python/shorten.py"

@@ -25,6 +25,8 @@ import pytest
 from tests.e2e import tools
 from tests.e2e.conftest import need, poll, requires
 
+pytestmark = pytest.mark.editors
+
 PLUGIN = tools.ROOT / "editors" / "nvim"
 FIXTURE = "python/shorten.py"
 LINE = 6  # 1-based: the empty, indented line inside shorten()

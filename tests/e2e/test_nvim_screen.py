@@ -25,6 +25,8 @@ from tests.e2e.conftest import add_modules, need, poll
 from tests.e2e.terminal_png import colours, screenshot, styled
 from tests.e2e.test_nvim import FIXTURE, INIT, LINE, PLUGIN, TYPED, lua
 
+pytestmark = pytest.mark.editors
+
 COLUMNS, ROWS = 90, 14
 STATUSLINE = "vim.o.statusline = \"%f %m%=%{v:lua.require'dgemma'.statusline()} \"\nvim.o.laststatus = 2\n"
 

@@ -26,6 +26,8 @@ from tests.e2e import tools
 from tests.e2e.conftest import FIXTURES, add_modules, need, requires
 from tests.e2e.test_nvim import slow_loading_copy
 
+pytestmark = pytest.mark.editors
+
 FIXTURE = "python/shorten.py"
 LINE = 6  # 1-based: the empty, indented line inside shorten()
 TYPED = "result = "
