@@ -60,11 +60,22 @@ def _complete_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dgemma-lsp complete", description="print the completion at a position"
     )
-    parser.add_argument("file", type=Path)
-    parser.add_argument("--line", type=int, required=True, help="1-based line")
-    parser.add_argument("--col", type=int, required=True, help="1-based column, in characters")
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("file", type=Path, help="the source file (read, never changed)")
+    parser.add_argument("--line", type=int, required=True, help="1-based line, within the file")
+    parser.add_argument(
+        "--col", type=int, required=True, help="1-based column, in characters (at most the line's length + 1)"
+    )
+    parser.add_argument(
+        "--model",
+        default="default",
+        help="default (the bundled model), a checkpoint folder, a Hugging Face id in the local cache, or "
+        "an http(s):// URL of an OpenAI-compatible server (default: default)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:N or mps (default: auto)",
+    )
     parser.add_argument("--language", help="language id (default: from the file extension)")
     parser.add_argument(
         "--budget-ms",
@@ -72,8 +83,18 @@ def _complete_parser() -> argparse.ArgumentParser:
         default=None,
         help="latency budget (default: the server's for the device; 0: none)",
     )
-    parser.add_argument("--candidates", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=1,
+        help="how many completions to compute; the best is printed, all under `candidates` with --json "
+        "(default: 1)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: text, candidates, mode, steps, timings, model, device",
+    )
     _add_family(parser)
     return parser
 
@@ -205,6 +226,22 @@ def complete(args: argparse.Namespace) -> int:
         return 2
     if args.line < 1 or args.col < 1:
         print("dgemma-lsp: --line and --col are 1-based", file=sys.stderr)
+        return 2
+    lines = text.split("\n")
+    if args.line > len(lines):
+        shown = len(text.splitlines())  # as an editor counts them: a final newline ends the last line
+        print(
+            f"dgemma-lsp: --line {args.line} is past the end of {args.file} ({shown} lines)",
+            file=sys.stderr,
+        )
+        return 2
+    width = len(lines[args.line - 1].rstrip("\r"))
+    if args.col > width + 1:
+        print(
+            f"dgemma-lsp: --col {args.col} is past the end of line {args.line} ({width} characters: "
+            f"--col 1 to {width + 1})",
+            file=sys.stderr,
+        )
         return 2
     registry = LanguageRegistry()
     spec = registry.spec(args.language) if args.language else registry.spec_for_path(args.file)

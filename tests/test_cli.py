@@ -36,6 +36,20 @@ def test_complete_refuses_bad_positions_and_missing_files_with_a_message(tiny_mo
     assert bad_line.returncode == 2 and "1-based" in bad_line.stderr
     missing = run("complete", "no/such/file.py", "--line", "1", "--col", "1")
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+    # Past the end of the file or of the line is an error too, not a completion somewhere else.
+    lines = DEMO.read_text().split("\n")
+    past_file = run("complete", str(DEMO), "--line", "99", "--col", "1", "--model", str(tiny_model_dir))
+    assert past_file.returncode == 2 and f"({len(lines) - 1} lines)" in past_file.stderr, past_file.stderr
+    past_line = run("complete", str(DEMO), "--line", "10", "--col", "99", "--model", str(tiny_model_dir))
+    assert past_line.returncode == 2 and f"--col 1 to {len(lines[9]) + 1}" in past_line.stderr
+    assert past_file.stdout == past_line.stdout == ""
+
+
+def test_complete_help_describes_every_option():
+    from dgemma_lsp.cli import _complete_parser
+
+    undescribed = [a.dest for a in _complete_parser()._actions if not a.help]
+    assert undescribed == [], f"complete --help says nothing of {undescribed}"
 
 
 def test_doctor_reports_versions_device_model_and_grammars():

@@ -136,6 +136,10 @@ async def test_rewrite_code_action_resolves_to_a_versioned_edit_of_the_block(tin
         assert after.startswith(EMOJI_CODE[:block_start])
         assert after.endswith(EMOJI_CODE[block_end - 1 :])
         assert change.edits, "strength 60% on random weights rewrites something"
+        # An action with no data (VS Code asks to resolve every action it shows, its own too) comes back
+        # as it was, not as an error.
+        foreign = types.CodeAction(title=f"{actions[0].title} (preview)", kind=actions[0].kind)
+        assert await client.code_action_resolve_async(foreign) == foreign
 
 
 async def test_next_edit_answers_null_or_a_range_with_new_text(tiny_model_dir):

@@ -175,11 +175,14 @@ async def test_typing_through_and_accepting_reuse_work_instead_of_asking_the_mod
         shown = first.items[0].insert_text
         assert len(shown) >= 2, f"the tiny model's answer here changed: {shown!r}; pick another line"
         assert client.statuses[-1].lastSource in MODEL_SOURCES  # the model ran (its row or a draft won)
+        model_ms = client.statuses[-1].lastLatencyMs
         # The user types the first character of the ghost text: the rest comes back without the model.
         change(client, URI, 2, 4, col, 4, col, shown[0])
         typed = await inline(client, URI, 4, col + 1)
         assert typed.items[0].insert_text == shown[1:]
         assert client.statuses[-1].lastSource == "typed_through"
+        # A reused answer's time is not the model's: status bars keep showing the model's latency.
+        assert client.statuses[-1].lastLatencyMs == model_ms
         # Backspace: the same context as before, answered from the cache.
         change(client, URI, 3, 4, col, 4, col + 1, "")
         again = await inline(client, URI, 4, col)

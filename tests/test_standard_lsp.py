@@ -21,7 +21,8 @@ LOG_MESSAGE = "window/logMessage"
 
 
 def run_session(model: Path, stderr: Path, experimental: dict | None = None, trace: str | None = None):
-    """initialize, the model loaded, two completions, shutdown: every message the server sent."""
+    """initialize, the model loaded, two completions (the first cancelled after its answer, as an editor
+    does when the answer crosses a keystroke), shutdown: every message the server sent."""
     capabilities: dict = {"textDocument": {"inlineCompletion": {}}, "window": {"workDoneProgress": True}}
     if experimental is not None:
         capabilities["experimental"] = experimental
@@ -42,17 +43,17 @@ def run_session(model: Path, stderr: Path, experimental: dict | None = None, tra
             document = {"uri": URI, "languageId": "python", "version": 1, "text": SOURCE}
             client.send("textDocument/didOpen", {"textDocument": document}, request=False)
             for character in (13, 12):
-                reply = client.answer(
-                    client.send(
-                        "textDocument/inlineCompletion",
-                        {
-                            "textDocument": {"uri": URI},
-                            "position": {"line": 2, "character": character},
-                            "context": {"triggerKind": 1},
-                        },
-                    )
+                asked = client.send(
+                    "textDocument/inlineCompletion",
+                    {
+                        "textDocument": {"uri": URI},
+                        "position": {"line": 2, "character": character},
+                        "context": {"triggerKind": 1},
+                    },
                 )
+                reply = client.answer(asked)
                 assert "result" in reply, reply
+                client.send("$/cancelRequest", {"id": asked}, request=False)
         finally:
             client.close()
     return client.received

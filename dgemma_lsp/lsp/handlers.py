@@ -171,17 +171,16 @@ async def inline_completion(
     ls.send_suggestion_facts(uri, version, params.position, answer.considered)
     if answer.result is not None and answer.result.stop_reason != "deadline":
         ls.engine_answered()
-    ls.last_latency_ms = (time.monotonic() - started) * 1000
-    ls.last_source = answer.source
+    latency_ms = (time.monotonic() - started) * 1000
+    ls.answered(answer.source, latency_ms)
     multi_line = answer.context.mode != "single_line"
     ls.stats.add(
-        record(answer.source, multi_line, ls.last_latency_ms, answer.result, answer.queued_ms, answer.drafts)
+        record(answer.source, multi_line, latency_ms, answer.result, answer.queued_ms, answer.drafts)
     )
     ls.send_status()
     logger.debug(
         "completion at %d:%d: %d proposal(s) from %s in %.0f ms",
-        params.position.line, params.position.character, len(answer.proposals), answer.source,
-        ls.last_latency_ms,
+        params.position.line, params.position.character, len(answer.proposals), answer.source, latency_ms,
     )  # fmt: skip
     if ls.options.debug_log:
         logger.debug("completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals])
@@ -212,6 +211,8 @@ async def code_action(ls: DgemmaServer, params: types.CodeActionParams) -> list[
 
 
 async def code_action_resolve(ls: DgemmaServer, action: types.CodeAction) -> types.CodeAction:
+    if action.data is None:
+        return action  # not one of ours to resolve (VS Code asks for every action it shows): nothing to add
     data = action.data if isinstance(action.data, dict) else getattr(action.data, "_asdict", dict)()
     try:
         uri, version, start, end = data["uri"], int(data["version"]), int(data["start"]), int(data["end"])

@@ -18,16 +18,26 @@ CAPABILITY = "dgemma"  # the key under the client's `experimental` capability
 
 
 @dataclass(frozen=True)
+class Indexing:
+    """`dgemma/status`'s `indexing`: how far the walk of the workspace folders is."""
+
+    files: int  # indexed so far
+    total: int | None = None  # files the walk will read, when it knows (it does not count ahead yet)
+
+
+@dataclass(frozen=True)
 class Status:
-    """`dgemma/status` params: what a status bar shows, sent after each model load and completion."""
+    """`dgemma/status` params: what a status bar shows, sent after each model load and completion, and
+    while the workspace is indexed."""
 
     state: str  # none, loading, ready, failed
     model: str | None
     device: str | None
-    lastLatencyMs: float | None  # camelCase: the wire names
+    lastLatencyMs: float | None  # camelCase: the wire names. Of the last answer the model computed
     # model, lookup, structure, next_token (a draft won), typed_through, cache, speculative
     lastSource: str | None
     error: str | None
+    indexing: Indexing | None = None  # null when no walk is under way
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

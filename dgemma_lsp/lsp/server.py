@@ -32,7 +32,7 @@ from dgemma_lsp.rewrite.service import RewriteService
 from dgemma_lsp.runtime.model_host import ModelChoice, ModelHost, ModelState
 from dgemma_lsp.runtime.options import Options, parse_options
 from dgemma_lsp.runtime.scheduler import Scheduler
-from dgemma_lsp.runtime.stats import Stats
+from dgemma_lsp.runtime.stats import MODEL_SOURCES, Stats
 from engine import Engine, EngineError
 from engine.api import AllocationWindow
 from engine.loading import is_url
@@ -44,6 +44,20 @@ logger = logging.getLogger(__name__)
 REMOTE_RETRY_S = 10.0
 # A grammar whose code a model learned under another language's name: TypeScript with JSX is TypeScript.
 TRAINED_AS = {"tsx": "typescript"}
+
+# pygls' warning when a $/cancelRequest names a request it has answered already.
+ANSWERED_CANCEL = 'Cancel notification for unknown message id "%s"'
+
+
+class AnsweredCancels(logging.Filter):
+    """pygls warns of a cancel for a request it has answered: an editor cancels what it no longer needs,
+    and the answer often crosses the cancel on the way. Normal, so a debug line, not a warning on stderr
+    (which editors file as an error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == ANSWERED_CANCEL and record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
 
 
 class DgemmaServer(LanguageServer):
@@ -62,8 +76,9 @@ class DgemmaServer(LanguageServer):
         self.inline = InlineService(self.scheduler)
         self.rewrites = RewriteService(self.scheduler)
         self.stats = Stats()
-        self.last_latency_ms: float | None = None
+        self.last_latency_ms: float | None = None  # of the last answer the model computed
         self.last_source: str | None = None  # where the last answer came from: model, cache, ...
+        self.indexing: Progress | None = None  # the workspace walk under way, for the status
         self._load_task: asyncio.Task | None = None
         self._index_events: asyncio.Queue[Progress] | None = None  # the indexer's progress, on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,6 +86,9 @@ class DgemmaServer(LanguageServer):
         self._failed_at = 0.0  # monotonic time the last load failed
         self._background: set[asyncio.Task] = set()  # held until done (the loop keeps only weak references)
         self.client_log: client_log.ClientLog | None = None  # set up at initialize
+        rpc_log = logging.getLogger("pygls.protocol.json_rpc")
+        if not any(isinstance(f, AnsweredCancels) for f in rpc_log.filters):
+            rpc_log.addFilter(AnsweredCancels())
 
     def _with_override(self, options: Options) -> Options:
         return replace(options, model=self.model_override) if self.model_override else options
@@ -187,9 +205,11 @@ class DgemmaServer(LanguageServer):
         while True:
             progress = await events.get()
             started = time.monotonic()
+            self._indexed(progress)
             token = await self._begin_progress(f"Indexing {progress.folder}")
             while not progress.done:
                 progress = await events.get()
+                self._indexed(progress)
                 if token is not None and not progress.done:
                     report = types.WorkDoneProgressReport(message=f"{progress.files} files")
                     self.work_done_progress.report(token, report)
@@ -197,6 +217,11 @@ class DgemmaServer(LanguageServer):
             if token is not None:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=summary))
             self.log(f"indexed {progress.folder}: {summary} in {time.monotonic() - started:.1f}s")
+
+    def _indexed(self, progress: Progress) -> None:
+        """The status carries the walk's progress (most editors show no `$/progress`), until it is done."""
+        self.indexing = None if progress.done else progress
+        self.send_status()
 
     async def watch_files(self) -> None:
         """Ask the client to report changes to files of the completed languages, when it can."""
@@ -324,6 +349,7 @@ class DgemmaServer(LanguageServer):
             lastLatencyMs=round(self.last_latency_ms, 1) if self.last_latency_ms is not None else None,
             lastSource=self.last_source,
             error=self.model.error,
+            indexing=messages.Indexing(files=self.indexing.files) if self.indexing else None,
         )
 
     def send_suggestion_facts(
@@ -346,6 +372,13 @@ class DgemmaServer(LanguageServer):
                 ],
             ).to_json(),
         )
+
+    def answered(self, source: str, latency_ms: float) -> None:
+        """The status's last answer: where it came from, and its time when the model computed it (a reused
+        answer's millisecond says nothing about the model)."""
+        self.last_source = source
+        if source in MODEL_SOURCES:
+            self.last_latency_ms = latency_ms
 
     def send_status(self) -> None:
         """`dgemma/status`, to a client that declared it handles it (the others get only standard LSP)."""

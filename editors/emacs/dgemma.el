@@ -14,13 +14,20 @@
 ;; inline completion (lsp-inline-completion.el, lsp-mode 10.0.0 and newer)
 ;; shows its suggestions as ghost text while you type:
 ;;
-;;   TAB or C-c C-a   accept the suggestion shown (TAB indents when none is)
+;;   TAB or C-c C-a   accept the suggestion shown (TAB indents when none is,
+;;                    or when it appeared too recently to have been read)
 ;;   C-n / C-p        other candidates (server option completion.candidates)
 ;;   any other key    dismisses it
 ;;
-;; The mode line shows the model, the device and the last completion's
-;; latency, from the server's `dgemma/status' notification (which the server
-;; sends because this client declares that it handles it).
+;; A TAB that indents asks for no suggestion.  "Rewrite block with
+;; DiffusionGemma" (a code action, or M-x dgemma-rewrite-block) is shown as a
+;; preview in the buffer, applied only when accepted (TAB or C-c C-c; C-g or
+;; C-c C-k rejects).
+;;
+;; The mode line shows the model, the device, the model's last latency and
+;; the workspace index's progress, from the server's `dgemma/status'
+;; notification (which the server sends because this client declares that it
+;; handles it).
 ;;
 ;; Setup (see editors/emacs/README.md):
 ;;
@@ -42,6 +49,8 @@
 (require 'lsp-modeline)
 (require 'lsp-semantic-tokens)
 (require 'lsp-inline-completion)
+(require 'diff-mode)  ; the rewrite preview's faces
+(require 'face-remap)
 
 (defgroup dgemma nil
   "Code completions from a local DiffusionGemma model (dgemma-lsp)."
@@ -73,6 +82,50 @@ It sets `lsp-inline-completion-idle-delay' in the buffers dgemma-lsp
 serves: lsp-mode's default, 2 seconds, is long for typing."
   :type 'number)
 
+(defcustom dgemma-accept-after 0.3
+  "Seconds a suggestion must have been shown before an accept key takes it.
+A key pressed sooner was typed before anyone could read what appeared (a
+second quick TAB after an accept, when the next suggestion comes at once):
+it does what it does without a suggestion.  About a person's reaction time."
+  :type 'number)
+
+(defface dgemma-suggestion
+  '((((class color) (min-colors 256) (background dark)) :foreground "#6c6c6c")
+    (((class color) (min-colors 256) (background light)) :foreground "#a8a8a8")
+    (((class color) (min-colors 16) (background dark)) :foreground "brightblack")
+    (((class color) (min-colors 16) (background light)) :foreground "brightblack")
+    (t :inherit shadow))
+  "Face of the ghost text in the buffers dgemma-lsp serves.
+Clearly dimmer than code on dark and on light terminals alike (lsp-mode's
+own, `shadow', is colour 249 on a dark terminal: nearly the colour of code)."
+  :group 'dgemma)
+
+(defvar-local dgemma--shown-at nil
+  "When the suggestion shown was first shown (`float-time'), or nil.")
+
+(defvar-local dgemma--shown-text nil
+  "What the line would read with the suggestion shown: the same text shown
+again (after typing through it, or asked again) is not a new suggestion.")
+
+(defun dgemma-suggestion-readable-p ()
+  "Whether a suggestion is shown and has been for `dgemma-accept-after'."
+  (and (overlayp lsp-inline-completion--overlay)
+       dgemma--shown-at
+       (>= (- (float-time) dgemma--shown-at) dgemma-accept-after)))
+
+(defun dgemma-accept ()
+  "Accept the suggestion shown, once it has been shown long enough to read.
+Sooner, the key does what it does without a suggestion."
+  (interactive)
+  (if (dgemma-suggestion-readable-p)
+      (lsp-inline-completion-accept)
+    (lsp-inline-completion-cancel)  ; also takes its keymap away
+    (let ((command (key-binding (this-command-keys-vector) t)))
+      (when (commandp command)
+        (setq this-command command)
+        (call-interactively command)))))
+(put 'dgemma-accept 'lsp-inline-completion-keep t)
+
 (defun dgemma--set-accept-keys (symbol keys)
   "Set SYMBOL to KEYS, and make KEYS accept the suggestion shown.
 They are bound in `lsp-inline-completion-active-map', which is active
@@ -82,14 +135,38 @@ only while a suggestion is shown: otherwise they do what they always do."
       (define-key lsp-inline-completion-active-map (kbd key) nil)))
   (set-default symbol keys)
   (dolist (key keys)
-    (define-key lsp-inline-completion-active-map (kbd key)
-                #'lsp-inline-completion-accept)))
+    (define-key lsp-inline-completion-active-map (kbd key) #'dgemma-accept)))
 
 (defcustom dgemma-accept-keys '("TAB" "C-c C-a")
   "Keys that accept the suggestion shown, in a terminal and in a GUI.
 lsp-mode's own, C-<return>, never reaches Emacs in a terminal."
   :type '(repeat string)
   :set #'dgemma--set-accept-keys)
+
+(defun dgemma--shown ()
+  "Note when a new suggestion appeared, and say which keys accept it.
+lsp-mode's echo names C-<return>, which a terminal never delivers."
+  (let ((text (concat (buffer-substring-no-properties (line-beginning-position) (point))
+                      (overlay-get lsp-inline-completion--overlay 'after-string))))
+    (unless (equal text dgemma--shown-text)
+      (setq dgemma--shown-at (float-time)
+            dgemma--shown-text text)))
+  (let ((keys (append dgemma-accept-keys
+                      (and (display-graphic-p) '("C-<return>"))))
+        (count (length lsp-inline-completion--items))
+        (message-log-max nil))
+    (message "%s"
+             (concat (format "Completion %d/%d" (1+ lsp-inline-completion--current) count)
+                     (and (> count 1) ". Next: [C-n]")
+                     (format ". Accept: [%s]" (string-join keys "/"))))))
+
+(defun dgemma--after-indent-p ()
+  "Whether the change to complete was a TAB that indented (nothing to complete).
+For `lsp-inline-completion-inhibit-predicates'."
+  (and (bound-and-true-p dgemma-mode)
+       (memq last-command (list 'indent-for-tab-command (key-binding (kbd "TAB"))))))
+
+(add-to-list 'lsp-inline-completion-inhibit-predicates #'dgemma--after-indent-p)
 
 (defun dgemma--workspace ()
   "The dgemma-lsp workspace of the current buffer, or nil."
@@ -102,6 +179,13 @@ lsp-mode's own, C-<return>, never reaches Emacs in a terminal."
   "Whether dgemma-lsp serves a buffer in major MODE."
   (apply #'provided-mode-derived-p mode dgemma-major-modes))
 
+(defun dgemma--count (n)
+  "N with its thousands separated by commas: 1,234."
+  (let ((digits (number-to-string n)))
+    (while (string-match "\\([0-9]\\)\\([0-9]\\{3\\}\\)\\($\\|,\\)" digits)
+      (setq digits (replace-match "\\1,\\2\\3" t nil digits)))
+    digits))
+
 (defun dgemma-status-text (status)
   "The mode-line text for STATUS, the params of a `dgemma/status'."
   (let* ((model (lsp-get status :model))
@@ -109,12 +193,19 @@ lsp-mode's own, C-<return>, never reaches Emacs in a terminal."
                    (file-name-nondirectory (directory-file-name model))
                  "model"))
          (device (lsp-get status :device))
-         (latency (lsp-get status :lastLatencyMs)))
+         (latency (lsp-get status :lastLatencyMs))
+         (indexing (lsp-get status :indexing))
+         (files (and indexing (lsp-get indexing :files)))
+         (total (and indexing (lsp-get indexing :total))))
     (pcase (lsp-get status :state)
       ("ready" (string-join
                 (delq nil (list "dgemma:" name device
                                 (and (numberp latency)
-                                     (format "%dms" (round latency)))))
+                                     (format "%dms" (round latency)))
+                                (and (numberp files)
+                                     (concat "indexing " (dgemma--count files)
+                                             (and (numberp total)
+                                                  (concat "/" (dgemma--count total)))))))
                 " "))
       ("failed" (format "dgemma: %s failed" name))
       ("loading" (format "dgemma: loading %s" name))
@@ -128,27 +219,192 @@ lsp-mode's own, C-<return>, never reaches Emacs in a terminal."
 lsp-mode turns it on in those buffers."
   :lighter (:eval (concat " " dgemma--status-text)))
 
+(defvar-local dgemma--ready nil
+  "Whether the server's last `dgemma/status' said the model is ready.")
+
 (defun dgemma--on-status (workspace status)
-  "Show STATUS, a `dgemma/status' from WORKSPACE, in its buffers' mode line."
-  (let ((text (dgemma-status-text status)))
+  "Show STATUS, a `dgemma/status' from WORKSPACE, in its buffers' mode line.
+When the model has just become ready, ask again where the user typed while
+it loaded (those keys got no suggestion)."
+  (let ((text (dgemma-status-text status))
+        (ready (equal (lsp-get status :state) "ready"))
+        became-ready)
     (dolist (buffer (lsp--workspace-buffers workspace))
       (when (lsp-buffer-live-p buffer)
         (lsp-with-current-buffer buffer
-          (setq dgemma--status-text text)))))
+          (when (and ready (not dgemma--ready))
+            (push (current-buffer) became-ready))
+          (setq dgemma--status-text text
+                dgemma--ready ready))))
+    (when (memq (window-buffer (selected-window)) became-ready)
+      ;; Not from inside the process filter: the request waits for its answer.
+      (run-at-time 0 nil #'dgemma--ask-again (window-buffer (selected-window)))))
   (force-mode-line-update t))
 
+(defun dgemma--ask-again (buffer)
+  "Ask for a suggestion at point in BUFFER, if it is still the one shown."
+  (when (and (buffer-live-p buffer)
+             (eq buffer (window-buffer (selected-window))))
+    (with-current-buffer buffer
+      (when (and (bound-and-true-p lsp-inline-completion-mode)
+                 (not (overlayp lsp-inline-completion--overlay)))
+        (lsp-inline-completion-display 'implicit)))))
+
+(defvar-local dgemma--face-cookie nil
+  "The remapping of lsp-mode's ghost-text face to `dgemma-suggestion'.")
+
 (defun dgemma--configure-buffer ()
-  "In a buffer dgemma-lsp serves: its status, and suggestions asked sooner."
+  "In a buffer dgemma-lsp serves: its status, suggestions asked sooner and
+drawn in `dgemma-suggestion', the accept keys' echo."
   (when (dgemma--workspace)
     (setq-local lsp-inline-completion-idle-delay dgemma-idle-delay)
+    (unless dgemma--face-cookie
+      (setq dgemma--face-cookie
+            (face-remap-add-relative 'lsp-inline-completion-overlay-face 'dgemma-suggestion)))
+    (add-hook 'lsp-inline-completion-shown-hook #'dgemma--shown nil t)
     (dgemma-mode 1)))
 
 (defun dgemma--unconfigure-buffer ()
-  "Turn `dgemma-mode' off when lsp-mode leaves the buffer."
+  "Undo `dgemma--configure-buffer' when lsp-mode leaves the buffer."
+  (when dgemma--face-cookie
+    (face-remap-remove-relative dgemma--face-cookie)
+    (setq dgemma--face-cookie nil))
+  (remove-hook 'lsp-inline-completion-shown-hook #'dgemma--shown t)
+  (dgemma-rewrite-reject)
   (dgemma-mode -1))
 
 (add-hook 'lsp-configure-hook #'dgemma--configure-buffer)
 (add-hook 'lsp-unconfigure-hook #'dgemma--unconfigure-buffer)
+
+;;; The block rewrite, as a preview
+
+(defconst dgemma--rewrite-title "Rewrite block with DiffusionGemma"
+  "The title of the server's rewrite code action.")
+
+(defface dgemma-rewrite-removed
+  '((t :inherit diff-removed :strike-through t))
+  "Face of the text a rewrite preview would replace."
+  :group 'dgemma)
+
+(defface dgemma-rewrite-added
+  '((t :inherit diff-added))
+  "Face of the text a rewrite preview would put in its place."
+  :group 'dgemma)
+
+(defvar-local dgemma--rewrite nil
+  "The rewrite shown: (EDIT . OVERLAYS), EDIT the server's WorkspaceEdit.")
+
+(defvar dgemma-rewrite-preview-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "TAB") #'dgemma-rewrite-accept)
+    (define-key map (kbd "C-c C-c") #'dgemma-rewrite-accept)
+    (define-key map (kbd "C-g") #'dgemma-rewrite-reject)
+    (define-key map (kbd "C-c C-k") #'dgemma-rewrite-reject)
+    map)
+  "Keys while a rewrite is shown.")
+
+(define-minor-mode dgemma-rewrite-preview-mode
+  "A rewrite is shown in the buffer.
+TAB or C-c C-c accepts it, C-g or C-c C-k rejects it."
+  :lighter " dgemma-rewrite"
+  (if dgemma-rewrite-preview-mode
+      (add-hook 'after-change-functions #'dgemma--rewrite-stale nil t)
+    (remove-hook 'after-change-functions #'dgemma--rewrite-stale t)))
+
+(defun dgemma--rewrite-edits (edit)
+  "The TextEdits of EDIT, a WorkspaceEdit for the current buffer."
+  (let ((changes (lsp:workspace-edit-document-changes? edit)))
+    (if (seq-empty-p changes)
+        (let ((by-uri (lsp:workspace-edit-changes? edit)))
+          (and by-uri (gethash (lsp--buffer-uri) by-uri)))
+      (seq-mapcat #'lsp:text-document-edit-edits changes 'list))))
+
+(defun dgemma--rewrite-show (edit)
+  "Draw EDIT in the buffer.
+The replaced text is struck through, the new text follows it."
+  (dgemma-rewrite-reject)
+  (when (overlayp lsp-inline-completion--overlay)
+    (lsp-inline-completion-cancel))
+  (let (overlays)
+    (seq-doseq (text-edit (dgemma--rewrite-edits edit))
+      (let* ((region (lsp--range-to-region (lsp:text-edit-range text-edit)))
+             (overlay (make-overlay (car region) (cdr region) nil t nil)))
+        (overlay-put overlay 'face 'dgemma-rewrite-removed)
+        (overlay-put overlay 'after-string
+                     (propertize (lsp:text-edit-new-text text-edit) 'face 'dgemma-rewrite-added))
+        (overlay-put overlay 'dgemma-new-text (lsp:text-edit-new-text text-edit))
+        (push overlay overlays)))
+    (if (null overlays)
+        (message "DiffusionGemma: no rewrite here")
+      (setq dgemma--rewrite (cons edit overlays))
+      (dgemma-rewrite-preview-mode 1)
+      (message "DiffusionGemma rewrite: TAB or C-c C-c accepts, C-g or C-c C-k rejects"))))
+
+(defun dgemma-rewrite-pending ()
+  "The rewrite shown, as (START END NEW-TEXT) per change, or nil."
+  (mapcar (lambda (overlay)
+            (list (overlay-start overlay) (overlay-end overlay) (overlay-get overlay 'dgemma-new-text)))
+          (cdr dgemma--rewrite)))
+
+(defun dgemma-rewrite-accept ()
+  "Apply the rewrite shown."
+  (interactive)
+  (let ((edit (car dgemma--rewrite)))
+    (dgemma-rewrite-reject)
+    (when edit
+      (lsp--apply-workspace-edit edit 'code-action))))
+
+(defun dgemma-rewrite-reject ()
+  "Take the rewrite shown away; the buffer stays as it is."
+  (interactive)
+  (mapc #'delete-overlay (cdr dgemma--rewrite))
+  (setq dgemma--rewrite nil)
+  (when dgemma-rewrite-preview-mode
+    (dgemma-rewrite-preview-mode -1)))
+
+(defun dgemma--rewrite-stale (&rest _)
+  "The buffer changed under a rewrite shown: it no longer fits."
+  (when dgemma--rewrite
+    (dgemma-rewrite-reject)
+    (message "DiffusionGemma: the buffer changed; the rewrite was dropped")))
+
+(defun dgemma--rewrite-action-p (action)
+  "Whether ACTION, a CodeAction, is the server's block rewrite."
+  (equal (lsp:code-action-title action) dgemma--rewrite-title))
+
+(defun dgemma--preview-action (action)
+  "Resolve ACTION, the server's rewrite, and show it as a preview."
+  (let* ((workspace (or (dgemma--workspace) (user-error "dgemma-lsp does not serve this buffer")))
+         (resolved (if (lsp:code-action-edit? action)
+                       action
+                     (with-lsp-workspace workspace
+                       (lsp-request "codeAction/resolve" action))))
+         (edit (lsp:code-action-edit? resolved)))
+    (if edit
+        (dgemma--rewrite-show edit)
+      (message "DiffusionGemma: no rewrite here"))))
+
+(defun dgemma--execute-code-action (execute action)
+  "Around `lsp-execute-code-action' (EXECUTE): the server's rewrite is shown
+as a preview to accept or reject, never applied at once (lsp-mode runs a lone
+code action without asking, `lsp-auto-execute-action')."
+  (if (and (dgemma--rewrite-action-p action) (dgemma--workspace))
+      (dgemma--preview-action action)
+    (funcall execute action)))
+
+(advice-add 'lsp-execute-code-action :around #'dgemma--execute-code-action)
+
+(defun dgemma-rewrite-block ()
+  "Rewrite the block at point (or the region) with DiffusionGemma, as a preview."
+  (interactive)
+  (let* ((workspace (or (dgemma--workspace) (user-error "dgemma-lsp does not serve this buffer")))
+         (actions (with-lsp-workspace workspace
+                    (lsp-request "textDocument/codeAction"
+                                 (lsp--text-document-code-action-params "refactor.rewrite"))))
+         (action (seq-find #'dgemma--rewrite-action-p actions)))
+    (if action
+        (dgemma--preview-action action)
+      (message "DiffusionGemma: no rewrite here"))))
 
 (lsp-register-client
  (make-lsp-client

@@ -4,6 +4,8 @@ the server's optional features, a scratch workspace with the fixture files."""
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,19 @@ def need(find, *args):
         return find(*args)
     except tools.Missing as missing:
         pytest.skip(str(missing))
+
+
+def poll(what: str, check: Callable, timeout: float, context: Callable[[], str], every: float = 0.05):
+    """The first true value of `check()`, asked every `every` s; after `timeout` s the test fails,
+    naming `what` and showing `context()` (the screen, a log)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; {context()}")
+        time.sleep(every)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +59,15 @@ def workspace(tmp_path: Path) -> Path:
     folder = tmp_path / "workspace"
     shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("README.md"))
     return folder
+
+
+def add_modules(folder: Path, count: int = 3000) -> None:
+    """`count` small Python modules under folder/pkg: a workspace that takes the server seconds to index."""
+    body = "".join(f"def function_{i}(value):\n    return value * {i}\n\n" for i in range(20))
+    for n in range(count):
+        package = folder / "pkg" / f"m{n // 100:02d}"
+        package.mkdir(parents=True, exist_ok=True)
+        (package / f"module_{n}.py").write_text(body)
 
 
 def requires(features: ServerFeatures, name: str) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -22,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import tools
-from tests.e2e.conftest import need, requires
+from tests.e2e.conftest import need, poll, requires
+
+pytestmark = pytest.mark.editors
 
 PLUGIN = tools.ROOT / "editors" / "nvim"
 FIXTURE = "python/shorten.py"
@@ -67,15 +70,10 @@ class Editor:
         return self.nvim.exec_lua(code, *args)
 
     def wait(self, what: str, check, timeout: float = 60.0, every: float = 0.05):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = check()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                log = self.log.read_text()[-3000:] if self.log.exists() else "(no log)"
-                pytest.fail(f"timed out waiting for {what}; plugin log:\n{log}")
-            time.sleep(every)
+        def log() -> str:
+            return "plugin log:\n" + (self.log.read_text()[-3000:] if self.log.exists() else "(none)")
+
+        return poll(what, check, timeout, log, every)
 
     def status(self) -> dict | None:
         return self.lua("return require('dgemma').status()")
@@ -106,6 +104,18 @@ class Editor:
 
     def mode(self) -> str:
         return self.nvim.api.get_mode()["mode"]
+
+    def readable(self) -> bool:
+        """The shown suggestion has been on the screen long enough for the keys to take it
+        (`inline.accept_after_ms`; the built-in backend has no such rule)."""
+        readable = "return require('dgemma.ghost').readable(vim.api.nvim_get_current_buf())"
+        return self.backend == "builtin" or self.lua(readable)
+
+    def wait_for_ghost(self, timeout: float = 30) -> str:
+        """The ghost text, once the keys may take it."""
+        shown = self.wait("ghost text", self.ghost, timeout=timeout)
+        self.wait("the suggestion to be readable", self.readable, timeout=5)
+        return self.ghost() or shown
 
     def screen_row(self, number: int) -> str:
         """What the screen shows on the row of buffer line `number`."""
@@ -162,9 +172,12 @@ DEFAULT = [("0.12", "extmarks"), ("0.11", "extmarks")]
 BUILTIN = ("0.12", "builtin")
 
 
-@pytest.fixture(params=DEFAULT, ids=["0.12", "0.11"])
-def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iterator[Editor]:
-    version, backend = request.param
+@contextlib.contextmanager
+def open_editor(
+    version: str, backend: str, tmp_path: Path, file: Path, server: Path, model: Path, ready: bool = True
+) -> Iterator[Editor]:
+    """Neovim `version` editing `file`, the plugin set up with `backend` and the server on `model`;
+    `ready`: once the model has loaded."""
     binary = need(tools.find_nvim, version)
     need(tools.require_pynvim)
     import pynvim
@@ -174,8 +187,8 @@ def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iter
     init.write_text(
         INIT.format(
             plugin=lua(PLUGIN),
-            server=lua(server_command),
-            model=lua(tiny_model_dir),
+            server=lua(server),
+            model=lua(model),
             extra=BACKEND.format(backend=lua(backend)) if (version, backend) not in DEFAULT else "",
             log=lua(log),
         )
@@ -193,13 +206,14 @@ def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iter
             str(init),
             "--cmd",
             f"let $XDG_STATE_HOME='{env_dir}/state' | let $XDG_DATA_HOME='{env_dir}/data'",
-            str(workspace / FIXTURE),
+            str(file),
         ],
     )
     ed = Editor(nvim, backend, log)
     try:
         assert ed.lua("return require('dgemma.inline').backend") == backend
-        ed.wait("the model to load", lambda: (ed.status() or {}).get("state") == "ready", timeout=90)
+        if ready:
+            ed.wait("the model to load", lambda: (ed.status() or {}).get("state") == "ready", timeout=90)
         yield ed
     finally:
         with contextlib.suppress(Exception):  # the child may be gone already
@@ -207,11 +221,18 @@ def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iter
         nvim.close()
 
 
+@pytest.fixture(params=DEFAULT, ids=["0.12", "0.11"])
+def editor(request, tmp_path, workspace, server_command, tiny_model_dir) -> Iterator[Editor]:
+    version, backend = request.param
+    with open_editor(version, backend, tmp_path, workspace / FIXTURE, server_command, tiny_model_dir) as ed:
+        yield ed
+
+
 def type_and_wait_for_ghost(ed: Editor, typed: str = TYPED) -> str:
     ed.nvim.input(f"{LINE}GA")
     ed.nvim.input(typed)
     ed.wait("typing", lambda: ed.line(LINE) == "    " + typed)
-    return ed.wait("ghost text", ed.ghost, timeout=30)
+    return ed.wait_for_ghost()
 
 
 @pytest.mark.parametrize("editor", [*DEFAULT, BUILTIN], ids=["0.12", "0.11", "0.12-builtin"], indirect=True)
@@ -271,7 +292,7 @@ def test_accept_word_then_the_rest(editor: Editor):
     assert ed.lua("return require('dgemma.text').next_word(...)", inserted) == inserted
     # The rest is shown again (kept, or asked anew), and <Tab> takes it.
     before = ed.line(LINE)
-    rest = ed.wait("the rest of the ghost text", ed.ghost, timeout=30)
+    rest = ed.wait_for_ghost()
     ed.nvim.input("<Tab>")
     ed.wait("the accepted rest", lambda: ed.line(LINE) != before)
     assert drawn(ed.line(LINE)) == drawn(before) + rest.split("\n")[0]
@@ -461,3 +482,161 @@ def test_checkhealth_and_help(editor: Editor, tmp_path: Path):
     ed.nvim.command(f"set runtimepath^={tmp_path}")
     ed.nvim.command("help dgemma-config")
     assert ed.nvim.current.buffer.name.endswith("dgemma.txt")
+
+
+# Lua: a request, held until the server (pid ...) has written its dgemma/status and its answer (two
+# writes, /proc/PID/io), then cancelled as the plugin cancels one; then a second request's answer, which
+# comes after the server has read the cancel.
+CROSSED_CANCEL = """
+local server_pid = ...
+local writes = function()
+  local io_file = assert(io.open("/proc/" .. server_pid .. "/io"))
+  local count = tonumber(io_file:read("*a"):match("syscw: (%d+)"))
+  io_file:close()
+  return count
+end
+local lsp = require("dgemma.lsp")
+local client = lsp.client(0)
+local params = { textDocument = { uri = vim.uri_from_bufnr(0) }, position = lsp.position(client, 0),
+  context = { triggerKind = 1 } }
+local answers = 0
+local count = function() answers = answers + 1 end
+local before = writes()
+local id = lsp.request(client, "textDocument/inlineCompletion", params, count, 0)
+local deadline = vim.uv.hrtime() + 30e9
+while writes() < before + 2 do
+  if vim.uv.hrtime() > deadline then return "the server never answered" end
+  vim.uv.sleep(1)
+end
+if answers ~= 0 then return "the answer was read before the cancel" end
+lsp.cancel(client, id)
+lsp.request(client, "textDocument/inlineCompletion", params, count, 0)
+vim.wait(30000, function() return answers == 2 end, 10)
+return answers == 2 and "answered" or "no second answer"
+"""
+DUE = "return require('dgemma.ghost').due(vim.api.nvim_get_current_buf())"  # a request is about to go
+
+
+def slow_loading_copy(model: Path, folder: Path) -> Path:
+    """The tiny model, whose load waits for the test: its training.json, which the engine reads while
+    it loads, is a FIFO (a disk that answers when the test writes), so keys can be typed meanwhile."""
+    shutil.copytree(model, folder)
+    os.mkfifo(folder / "training.json")
+    return folder
+
+
+def finish_loading(folder: Path, timeout: float = 60) -> None:
+    """Let the load of a `slow_loading_copy` go on: "{}" into its FIFO once the loader reads it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(folder / "training.json", os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:  # ENXIO: the loader has not opened it yet
+            assert time.monotonic() < deadline, "the engine never read training.json while loading"
+            time.sleep(0.05)
+    os.write(fd, b"{}")
+    os.close(fd)
+
+
+@pytest.mark.parametrize("setup", [*DEFAULT, BUILTIN], ids=["0.12", "0.11", "0.12-builtin"])
+def test_keys_typed_while_the_model_loads_get_a_suggestion_once_it_is_ready(
+    setup, tmp_path, workspace, server_command, tiny_model_dir
+):  # fmt: skip
+    version, backend = setup
+    model = slow_loading_copy(tiny_model_dir, tmp_path / "slow-model")
+    with open_editor(
+        version, backend, tmp_path, workspace / FIXTURE, server_command, model, ready=False
+    ) as ed:
+        # The server is up and its model loading (the status says "none", then "loading").
+        ed.wait("the server", lambda: ed.status() is not None)
+        # "words": the lookup draft (" = text.split()") makes a suggestion whatever the tiny model writes.
+        ed.nvim.input(f"{LINE}GAwords")
+        ed.wait("typing", lambda: ed.line(LINE) == "    words")
+        assert ed.status()["state"] != "ready" and ed.ghost() is None
+        finish_loading(model)
+        # No key after the model is ready: the plugin asks again at the cursor by itself.
+        ed.wait("a suggestion once the model is ready", ed.ghost, timeout=30)
+        assert ed.status()["state"] == "ready" and ed.line(LINE) == "    words"
+
+
+def test_typing_a_module_leaves_no_error_in_the_lsp_log(editor: Editor):
+    # Neovim files every line of the server's stderr in lsp.log as [ERROR]. Each key here comes as the
+    # plugin's request for the one before goes out: the key cancels it, and its answer often crosses
+    # the cancel (normal: nothing on stderr), or has just arrived (the plugin cancels no finished request:
+    # Neovim logs that as [ERROR] too).
+    ed = editor
+    lines = ["count = len(words)", "if count > width:", "words = words[:width]"]
+    ed.nvim.input(f"{LINE}GA")
+    ed.wait("insert mode", lambda: ed.mode() == "i")
+    length = len(ed.nvim.current.buffer)
+    for number, text in enumerate(lines):
+        row = LINE + number
+        if number:
+            ed.nvim.input("<CR>")
+            ed.wait("the new line", lambda n=number: len(ed.nvim.current.buffer) == length + n)
+        typed = ed.line(row)  # the indent Neovim put there
+        for char in text:  # key by key, as a user types
+            typed += char
+            ed.nvim.input(keyed(char))
+            ed.wait(f"the key {char!r}", lambda r=row, t=typed: ed.line(r) == t)
+            ed.wait("the plugin to ask", lambda: not ed.lua(DUE))
+    # And for certain once: a key cancels the plugin's request after the server has written its answer,
+    # before Neovim has read it (its loop is held until the server's write count says so).
+    crossed = ed.lua(CROSSED_CANCEL, server_pid(ed.nvim.call("getpid")))
+    assert crossed == "answered", crossed
+    lsp_log = Path(ed.lua("return require('vim.lsp.log').get_filename()"))
+    logged = lsp_log.read_text() if lsp_log.exists() else ""
+    assert "[ERROR]" not in logged, logged[-3000:]
+
+
+def test_a_tab_right_after_an_accept_indents_instead_of_taking_the_next_suggestion(editor: Editor):
+    ed = editor
+    shown = type_and_wait_for_ghost(ed)
+    ed.nvim.input("<Tab>")
+    ed.wait("the accepted text", lambda: ed.line(LINE) != "    " + TYPED)
+    accepted = list(ed.nvim.current.buffer)
+    # The next suggestion comes by itself; a Tab a few milliseconds after it is drawn is a second quick
+    # Tab, typed before anyone could read it: it does what Tab does.
+    following = ed.lua(
+        """
+        local ghost, buf = require("dgemma.ghost"), vim.api.nvim_get_current_buf()
+        if not vim.wait(30000, function() return ghost.visible(buf) end, 2) then return vim.NIL end
+        local rest = ghost.remaining(buf)
+        vim.api.nvim_input("<Tab>")
+        return rest
+        """
+    )
+    assert following is not None, f"no suggestion after accepting {shown!r}"
+    ed.wait("the second Tab", lambda: list(ed.nvim.current.buffer) != accepted)
+    after = list(ed.nvim.current.buffer)
+    assert len(after) == len(accepted), f"the second Tab inserted the suggestion {following!r}"
+    changed = [(old, new) for old, new in zip(accepted, after, strict=True) if old != new]
+    assert len(changed) == 1 and changed[0][1].startswith(changed[0][0].rstrip()), changed
+    added = changed[0][1][len(changed[0][0].rstrip()) :]
+    assert added.strip() == "", f"the second Tab inserted {added!r} of the suggestion {following!r}"
+
+
+def test_a_tab_that_indents_asks_for_no_suggestion(editor: Editor):
+    ed = editor
+    requests = "local n = 0; for _ in pairs(vim.g.dgemma_test_requests or {}) do n = n + 1 end; return n"
+    ed.lua(
+        """
+        vim.g.dgemma_test_requests = {}
+        vim.api.nvim_create_autocmd("LspRequest", { callback = function(event)
+          local request = event.data.request
+          if request.type == "pending" and request.method == "textDocument/inlineCompletion" then
+            local seen = vim.g.dgemma_test_requests
+            seen[tostring(event.data.request_id)] = true
+            vim.g.dgemma_test_requests = seen
+          end
+        end })
+        """
+    )
+    ed.nvim.input(f"{LINE}GA")
+    ed.wait("the request on entering insert mode", lambda: ed.lua(requests) == 1)
+    with ed.server_stopped():  # that request is never answered: no suggestion to accept
+        ed.nvim.input("<Tab>")
+        ed.wait("the indent", lambda: ed.line(LINE) != "    ")
+        ed.wait("the plugin to settle", lambda: not ed.lua(DUE))
+        assert ed.lua(requests) == 1, "the indent asked for a suggestion: the next Tab would take it"

@@ -10,6 +10,8 @@ import pytest
 
 from tests.e2e import tools
 
+pytestmark = pytest.mark.editors
+
 EXTENSION = tools.ROOT / "editors" / "vscode"
 
 

@@ -148,6 +148,68 @@ async function runStep(page, step) {
       note("ghost", seen.ghost);
       return;
     }
+    case "tabWhenGhost": {
+      // A Tab the moment a (new) suggestion is drawn: a second quick Tab after an accept.
+      await page.locator(".monaco-editor .ghost-text-decoration").first().waitFor({ state: "visible", timeout: step.timeout ?? 60000 });
+      await page.keyboard.press("Tab");
+      seen.second = await ghostText(page);
+      note("tab at the ghost", seen.second);
+      return;
+    }
+    case "writeFile":
+      fs.writeFileSync(step.path, step.text); // a FIFO blocks until its reader has it
+      note("wrote", { path: step.path });
+      return;
+    case "refactor": {
+      // The Refactor menu (what the light bulb offers), and the action named `step.title` in it.
+      // Asked again while the menu comes up without it (the actions of a file the server has just opened).
+      const row = page.locator(".action-widget .monaco-list-row", { hasText: step.title }).first();
+      for (let tries = 1; ; tries++) {
+        await runCommand(page, "Refactor...");
+        try {
+          await row.waitFor({ state: "visible", timeout: 10000 });
+          break;
+        } catch (err) {
+          if (tries === 3) {
+            throw err;
+          }
+          await page.keyboard.press("Escape");
+        }
+      }
+      for (let moves = 0; !(await row.evaluate((n) => n.classList.contains("focused"))); moves++) {
+        if (moves > 20) {
+          throw new Error(`no way to ${step.title} in the Refactor menu`);
+        }
+        await page.keyboard.press("ArrowDown");
+      }
+      await page.keyboard.press("Enter");
+      note("refactor", { title: step.title });
+      return;
+    }
+    case "clickNotification": {
+      const button = page.locator(".notification-toast .monaco-button", { hasText: step.button }).first();
+      await button.waitFor({ state: "visible", timeout: step.timeout ?? 30000 });
+      seen.notification = (await page.locator(".notification-toast").first().innerText()).trim();
+      await button.click();
+      note("clicked", { button: step.button });
+      return;
+    }
+    case "settingsEditor": {
+      await page.locator(".settings-editor").first().waitFor({ state: "visible", timeout: 15000 });
+      await page.locator(".settings-editor .setting-item, .settings-editor .no-results-message:visible").first().waitFor({ timeout: 15000 });
+      await page.waitForTimeout(500); // the search filter settles
+      seen.settings = await page.evaluate(() => {
+        const visible = (n) => n && n.offsetParent !== null;
+        const noResults = Array.from(document.querySelectorAll(".settings-editor .no-results-message")).some(visible);
+        const items = Array.from(document.querySelectorAll(".settings-editor .setting-item .setting-item-label"))
+          .filter(visible)
+          .map((n) => n.textContent);
+        const tab = Array.from(document.querySelectorAll(".settings-editor .settings-tabs-widget .action-label.checked")).map((n) => n.textContent);
+        return { noResults, items, tab };
+      });
+      note("settings", seen.settings);
+      return;
+    }
     case "waitNoGhost":
       await page.locator(".monaco-editor .ghost-text-decoration").first().waitFor({ state: "hidden", timeout: 10000 });
       note("ghost gone");

@@ -52,6 +52,9 @@ async def test_an_answer_only_an_unopened_file_holds_is_completed(tmp_path, tiny
     uri = (root / "app.py").as_uri()
     async with lsp_session(tiny_model_dir, folders=[root]) as (client, _):
         await wait_until(lambda: indexed(client), what="the workspace index")
+        # dgemma/status told the walk's progress (editors show no $/progress), and nothing once it is done.
+        assert [s.indexing.files for s in client.statuses if s.indexing is not None][:1] == [0]
+        assert client.statuses[-1].indexing is None
         open_document(client, uri, MAIN)
         assert (await completion_text(client, uri)).startswith("borders")
     off = {"context": {"workspace": False}}

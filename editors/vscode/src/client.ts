@@ -12,6 +12,7 @@ import {
   type StaticFeature,
 } from "vscode-languageclient/node";
 import { notFoundMessage, resolveCommand } from "./command";
+import { Freshness } from "./freshness";
 import { parseLogLine } from "./logLevels";
 import { EXPERIMENTAL_CAPABILITIES, isServerStatus, REWRITE_KIND, STATUS_NOTIFICATION } from "./protocol";
 import { languageEnabled, serverOptions } from "./settings";
@@ -39,6 +40,45 @@ const customNotifications: StaticFeature = {
   clear() {},
 };
 
+/** The context key under which Tab types a Tab while the suggestion shown is too new to have been read. */
+export const FRESH_KEY = "dgemma.suggestionFresh";
+
+/** Opens the settings editor at `key` (under `dgemma.`) on the tab where its value lives. */
+export async function openSetting(key: string): Promise<void> {
+  const id = `${SECTION}.${key}`;
+  const where = settings().inspect(key);
+  if (where?.workspaceFolderValue !== undefined || where?.workspaceValue !== undefined) {
+    await vscode.commands.executeCommand("workbench.action.openWorkspaceSettings", { query: id });
+    return;
+  }
+  if (vscode.env.remoteName !== undefined) {
+    // In a remote window (code-server, SSH) a machine-overridable setting is shown under Remote: the User
+    // tab says "No Settings Found".
+    try {
+      await vscode.commands.executeCommand("workbench.action.openRemoteSettings", { query: id });
+      return;
+    } catch {
+      // no Remote tab in this window after all
+    }
+  }
+  await vscode.commands.executeCommand("workbench.action.openSettings", id);
+}
+
+/** What the line at `position` would read with the first item of an inline completion answer. */
+function lineWithSuggestion(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  answer: vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined,
+): string | undefined {
+  const item = Array.isArray(answer) ? answer[0] : answer?.items[0];
+  if (!item) {
+    return undefined;
+  }
+  const text = typeof item.insertText === "string" ? item.insertText : item.insertText.value;
+  const start = item.range?.start ?? position;
+  return `${document.uri.toString()}\n${start.line}\n${document.lineAt(start.line).text.slice(0, start.character)}${text}`;
+}
+
 function workspacePaths(): string[] {
   return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === "file").map((f) => f.uri.fsPath);
 }
@@ -52,6 +92,11 @@ export class ServerManager implements vscode.Disposable {
   private queue: Promise<void> = Promise.resolve();
   private restartQueued = false;
   private readonly subscriptions: vscode.Disposable[] = [];
+  private ready = false; // the last dgemma/status said the model is ready
+  private readonly freshness = new Freshness(
+    (fresh) => void vscode.commands.executeCommand("setContext", FRESH_KEY, fresh),
+    () => settings().get<number>("inline.acceptAfterMs", 300),
+  );
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
@@ -98,7 +143,7 @@ export class ServerManager implements vscode.Disposable {
       this.log.error(`${notFoundMessage(setting)} Looked in: ${resolved.searched.join(", ")}`);
       void vscode.window.showErrorMessage(notFoundMessage(setting), "Open Settings", "Show Log").then((choice) => {
         if (choice === "Open Settings") {
-          void vscode.commands.executeCommand("workbench.action.openSettings", "dgemma.server.path");
+          void openSetting("server.path");
         } else if (choice === "Show Log") {
           this.log.show();
         }
@@ -116,6 +161,12 @@ export class ServerManager implements vscode.Disposable {
       client.onNotification(STATUS_NOTIFICATION, (params: unknown) => {
         if (isServerStatus(params)) {
           this.statusBar.setStatus(params);
+          const becameReady = params.state === "ready" && !this.ready;
+          this.ready = params.state === "ready";
+          if (becameReady && vscode.window.activeTextEditor) {
+            // What was typed while the model loaded got no suggestion: ask again at the cursor.
+            void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+          }
         }
       }),
       client.onDidChangeState((event) => {
@@ -140,6 +191,7 @@ export class ServerManager implements vscode.Disposable {
   private async doStop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.ready = false;
     for (const s of this.subscriptions.splice(0)) {
       s.dispose();
     }
@@ -219,8 +271,9 @@ export class ServerManager implements vscode.Disposable {
   }
 
   private middleware(): Middleware {
+    const previews = new WeakSet<vscode.CodeAction>(); // the actions made here
     return {
-      provideInlineCompletionItems: (document, position, context, token, next) => {
+      provideInlineCompletionItems: async (document, position, context, token, next) => {
         const config = settings();
         if (!config.get<boolean>("enable", true)) {
           return null;
@@ -228,7 +281,11 @@ export class ServerManager implements vscode.Disposable {
         if (!languageEnabled(config.get<string[]>("completion.languages", []), document.languageId)) {
           return null;
         }
-        return next(document, position, context, token);
+        const answer = await next(document, position, context, token);
+        if (!token.isCancellationRequested) {
+          this.freshness.answered(lineWithSuggestion(document, position, answer));
+        }
+        return answer;
       },
       // The server's rewrite action carries its edit; applied from the light bulb it would change the
       // file at once. Route it through the preview instead: the user sees the diff and accepts it.
@@ -248,13 +305,18 @@ export class ServerManager implements vscode.Disposable {
             title: action.title,
             arguments: [document.uri, range],
           };
+          previews.add(preview);
           return preview;
         });
       },
+      // VS Code asks to resolve every action it shows: the preview is complete as it is (its command
+      // asks the server for the edit), and the server has nothing to resolve it with (it has no data).
+      resolveCodeAction: (action, token, next) => (previews.has(action) ? action : next(action, token)),
     };
   }
 
   dispose(): void {
+    this.freshness.dispose();
     void this.stop();
   }
 }

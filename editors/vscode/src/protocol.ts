@@ -16,10 +16,19 @@ export interface ServerStatus {
   state: ModelState;
   model: string | null;
   device: string | null;
+  /** Of the last answer the model computed (a reused answer leaves it as it was). */
   lastLatencyMs: number | null;
-  /** Where the last answer came from: model, typed_through, cache or speculative. */
+  /** Where the last answer came from: model, lookup, structure, next_token, typed_through, cache or speculative. */
   lastSource: string | null;
   error: string | null;
+  /** How far the workspace index is, while it is built; null otherwise (or from an older server). */
+  indexing?: IndexProgress | null;
+}
+
+/** `dgemma/status`'s `indexing`: files indexed so far, and the total when the server knows it. */
+export interface IndexProgress {
+  files: number;
+  total?: number | null;
 }
 
 export interface LspPosition {

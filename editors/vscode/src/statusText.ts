@@ -24,6 +24,13 @@ export function shortModel(model: string | null): string {
   return model;
 }
 
+/** Thousands separated by commas: 1,234. */
+export function count(n: number): string {
+  return Math.round(n)
+    .toString()
+    .replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
 export function describeStatus(phase: ClientPhase, enabled: boolean, status: ServerStatus | undefined): StatusView {
   if (phase === "notFound") {
     return {
@@ -63,7 +70,12 @@ export function describeStatus(phase: ClientPhase, enabled: boolean, status: Ser
     parts.push(status.device);
   }
   if (status.lastLatencyMs !== null && status.lastLatencyMs !== undefined) {
-    parts.push(`${Math.round(status.lastLatencyMs)} ms`);
+    parts.push(`${Math.round(status.lastLatencyMs)} ms`); // the model's: a reused answer leaves it
+  }
+  const indexing = status.indexing;
+  if (indexing) {
+    const total = typeof indexing.total === "number" ? `/${count(indexing.total)}` : "";
+    parts.push(`indexing ${count(indexing.files)}${total}`);
   }
   const failing = Boolean(status.error); // ready, but the last engine call failed (a remote server)
   const icon = failing ? "$(warning)" : enabled ? "$(sparkle)" : "$(circle-slash)";
@@ -71,9 +83,9 @@ export function describeStatus(phase: ClientPhase, enabled: boolean, status: Ser
     ...(failing ? [`Last request failed: ${status.error}`] : []),
     `Model: ${status.model ?? "?"}`,
     `Device: ${status.device ?? "?"}`,
-    `Last completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}${
-      status.lastSource ? ` (${status.lastSource.replace("_", " ")})` : ""
-    }`,
+    `Last model completion: ${status.lastLatencyMs !== null ? `${status.lastLatencyMs} ms` : "none yet"}`,
+    ...(status.lastSource ? [`Last answer from: ${status.lastSource.replace("_", " ")}`] : []),
+    ...(indexing ? [`Indexing the workspace: ${count(indexing.files)} files so far`] : []),
     enabled ? "Inline completions on" : "Inline completions off",
     "Click for the menu",
   ].join("\n");

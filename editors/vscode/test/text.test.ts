@@ -1,5 +1,6 @@
 import * as assert from "node:assert/strict";
 import { test } from "node:test";
+import { Freshness } from "../src/freshness";
 import { parseLogLine } from "../src/logLevels";
 import { describeStatus, shortModel } from "../src/statusText";
 import { applyEdits, firstLineSummary, offsetAt } from "../src/textEdits";
@@ -51,7 +52,17 @@ test("the status bar shows model, device and latency", () => {
     error: null,
   } as const;
   assert.equal(describeStatus("running", true, ready).text, "$(sparkle) DGemma: tiny-model0 · cpu · 87 ms");
-  assert.match(describeStatus("running", true, ready).tooltip, /Last completion: 87.4 ms \(typed through\)/);
+  // lastLatencyMs is the model's last: a reused answer (typed through) is named, its time not shown.
+  assert.match(
+    describeStatus("running", true, ready).tooltip,
+    /Last model completion: 87.4 ms\nLast answer from: typed through/,
+  );
+  const indexing = { ...ready, indexing: { files: 1234, total: 5000 } } as const;
+  assert.equal(
+    describeStatus("running", true, indexing).text,
+    "$(sparkle) DGemma: tiny-model0 · cpu · 87 ms · indexing 1,234/5,000",
+  );
+  assert.match(describeStatus("running", true, { ...ready, indexing: { files: 7 } }).text, /indexing 7$/);
   assert.match(describeStatus("running", false, ready).text, /\(off\)$/);
   const failed = { ...ready, state: "failed", error: "no such folder" } as const;
   assert.match(describeStatus("running", true, failed).tooltip, /no such folder/);
@@ -67,4 +78,29 @@ test("the status bar shows model, device and latency", () => {
   assert.match(describeStatus("notFound", true, undefined).text, /no server/);
   assert.equal(shortModel("google/diffusiongemma-26B-A4B-it"), "google/diffusiongemma-26B-A4B-it");
   assert.equal(shortModel("http://gpu-box:8000/v1"), "gpu-box:8000/v1");
+});
+
+test("a suggestion is fresh until it has been shown for the delay, and only when new", () => {
+  const seen: boolean[] = [];
+  const timers: { run: () => void; ms: number }[] = [];
+  const later = (run: () => void, ms: number) => {
+    timers.push({ run, ms });
+    return () => undefined;
+  };
+  const freshness = new Freshness(
+    (fresh) => seen.push(fresh),
+    () => 300,
+    later,
+  );
+  freshness.answered("    result = words");
+  assert.deepEqual(seen, [true]);
+  assert.equal(timers[0]?.ms, 300);
+  freshness.answered("    result = words"); // the same line again: typed through, or asked again
+  assert.deepEqual(seen, [true]);
+  timers[0]?.run(); // 300 ms later
+  assert.deepEqual(seen, [true, false]);
+  freshness.answered(undefined);
+  freshness.answered("    result = words"); // gone and back: new again
+  assert.deepEqual(seen, [true, false, true]);
+  freshness.dispose();
 });

@@ -17,7 +17,7 @@ local M = {}
 ---@field filetypes string[]|nil            Filetypes to attach to; nil: every file.
 ---@field root_markers string[]             Files that mark a project root (the server works without one).
 ---@field server table                      Server options (camelCase, see |dgemma-server-options|).
----@field inline { enabled: boolean, backend: "auto"|"builtin"|"extmarks", debounce_ms: integer }
+---@field inline { enabled: boolean, backend: "auto"|"builtin"|"extmarks", debounce_ms: integer, accept_after_ms: integer }
 ---@field keys dgemma.Keys
 ---@field next_edit { auto: boolean, debounce_ms: integer }
 ---@field log { level: "debug"|"info"|"warn"|"error", file: string|nil }
@@ -37,6 +37,9 @@ M.defaults = {
     -- show an answer to an older request (see :help dgemma-backends); "auto": builtin when there is one.
     backend = "extmarks",
     debounce_ms = 150, -- extmarks backend: wait this long after a keystroke before asking
+    -- extmarks backend: the keys take a suggestion only once it has been shown this long; a key
+    -- pressed sooner (a second quick Tab after an accept) does what it does without one.
+    accept_after_ms = 300,
   },
   keys = {
     accept = "<Tab>", -- falls back to a plain <Tab> when no suggestion is shown
@@ -100,6 +103,7 @@ function M.resolve(opts)
   check("inline.enabled", config.inline.enabled, "boolean")
   one_of("inline.backend", config.inline.backend, { "auto", "builtin", "extmarks" })
   check("inline.debounce_ms", config.inline.debounce_ms, "number")
+  check("inline.accept_after_ms", config.inline.accept_after_ms, "number")
   check("keys", config.keys, "table")
   for _, key in ipairs(M.key_names) do
     local value = config.keys[key]

@@ -23,6 +23,8 @@ local augroup = vim.api.nvim_create_augroup("dgemma.ghost", { clear = true })
 ---@field timer uv.uv_timer_t|nil
 ---@field tick integer              changedtick the request was sent at
 ---@field generation integer        bumped by each request and each clear: older answers are dropped
+---@field shown_at number           when the shown suggestion was first drawn (ms, a monotonic clock)
+---@field quiet boolean             the next change is the key's own (a Tab that indented): no request
 
 ---@type table<integer, dgemma.GhostState>
 local states = {}
@@ -30,8 +32,13 @@ local states = {}
 local config ---@type dgemma.Config
 
 local function state(bufnr)
-  states[bufnr] = states[bufnr] or { items = {}, index = 1, anchor = { 0, 0 }, tick = -1, generation = 0 }
+  states[bufnr] = states[bufnr]
+    or { items = {}, index = 1, anchor = { 0, 0 }, tick = -1, generation = 0, shown_at = 0, quiet = false }
   return states[bufnr]
+end
+
+local function now_ms()
+  return vim.uv.hrtime() / 1e6
 end
 
 local function cursor(bufnr)
@@ -68,6 +75,38 @@ local function hide(bufnr)
   vim.api.nvim_buf_clear_namespace(bufnr, ns, 0, -1)
 end
 
+---Screen rows below the cursor's in its window, after scrolling it up (the cursor kept on the screen)
+---until `wanted` rows are free or it cannot go further.
+---@param win integer
+---@param wanted integer
+---@return integer
+local function make_room(win, wanted)
+  return vim.api.nvim_win_call(win, function()
+    local free = function()
+      return vim.api.nvim_win_get_height(win) - vim.fn.winline()
+    end
+    local scrolloff = vim.wo[win].scrolloff
+    while free() < wanted and vim.fn.winline() - 1 > scrolloff do
+      local view = vim.fn.winsaveview()
+      if view.topline >= vim.fn.line(".") then
+        break
+      end
+      vim.fn.winrestview({ topline = view.topline + 1 })
+    end
+    return free()
+  end)
+end
+
+---Cuts the shown candidate so that its rest is `rest`: Tab inserts what is drawn, nothing more.
+local function keep_only(bufnr, rest)
+  local s = states[bufnr]
+  local item = s.items[s.index]
+  local full_rest = M.remaining(bufnr) or ""
+  s.items[s.index] = item:sub(1, #item - #full_rest) .. rest
+end
+
+---Draws the rest of the shown candidate at the cursor (the one place ghost text is drawn): its first
+---line inline, the others as virtual lines below, the window scrolled to show them all.
 local function render(bufnr)
   hide(bufnr)
   local rest = M.remaining(bufnr)
@@ -76,6 +115,14 @@ local function render(bufnr)
   end
   local s = states[bufnr]
   local lines = vim.split(rest, "\n", { plain = true })
+  local win = vim.fn.bufwinid(bufnr)
+  if #lines > 1 and win ~= -1 then
+    local room = make_room(win, #lines - 1)
+    if room < #lines - 1 then
+      lines = vim.list_slice(lines, 1, room + 1)
+      keep_only(bufnr, table.concat(lines, "\n"))
+    end
+  end
   local first = { { lines[1], "DgemmaSuggestion" } }
   if #s.items > 1 then
     first[#first + 1] = { (" (%d/%d)"):format(s.index, #s.items), "DgemmaSuggestionInfo" }
@@ -89,7 +136,9 @@ local function render(bufnr)
     virt_text = first,
     virt_text_pos = "inline",
     virt_lines = #virt_lines > 0 and virt_lines or nil,
-    hl_mode = "combine",
+    -- Only the ghost's own colours: "combine" took MatchParen's over it after a typed closing bracket,
+    -- drawing the rest bold and in the code's colour.
+    hl_mode = "replace",
     priority = 200,
   })
 end
@@ -174,7 +223,11 @@ local function request(bufnr)
         items[#items + 1] = candidate
       end
     end
+    local before = M.remaining(bufnr)
     s.items, s.index, s.anchor, s.tick = items, 1, { row, col }, tick
+    if M.remaining(bufnr) ~= before then
+      s.shown_at = now_ms() -- a new suggestion (the rest of one typed through is the same)
+    end
     render(bufnr)
   end, bufnr)
 end
@@ -193,6 +246,25 @@ local function schedule(bufnr)
   end))
 end
 
+---Asks at the cursor now (the model became ready while the user was typing in insert mode).
+---@param bufnr integer
+function M.ask(bufnr)
+  if states[bufnr] and vim.api.nvim_get_mode().mode:sub(1, 1) == "i" then
+    request(bufnr)
+  end
+end
+
+---The key about to be typed (a Tab that indents) asks for no suggestion: what it changes is not code
+---to complete. Neovim runs the key and its autocommands before the next scheduled callback.
+---@param bufnr integer
+function M.quiet(bufnr)
+  local s = state(bufnr)
+  s.quiet = true
+  vim.schedule(function()
+    s.quiet = false
+  end)
+end
+
 ---@param bufnr integer
 ---@param opts dgemma.Config
 function M.attach(bufnr, opts)
@@ -203,8 +275,13 @@ function M.attach(bufnr, opts)
     group = augroup,
     buffer = bufnr,
     callback = function()
+      local s = state(bufnr)
       render(bufnr) -- keeps what was typed through, hides what no longer fits
-      schedule(bufnr)
+      if s.quiet and s.timer then
+        s.timer:stop()
+      elseif not s.quiet then
+        schedule(bufnr)
+      end
     end,
   })
   vim.api.nvim_create_autocmd({ "InsertLeave", "BufLeave" }, {
@@ -230,6 +307,20 @@ function M.visible(bufnr)
   return M.remaining(bufnr) ~= nil
 end
 
+---Whether a request is due: the debounce timer after a key runs.
+---@param bufnr integer
+function M.due(bufnr)
+  local s = states[bufnr]
+  return s ~= nil and s.timer ~= nil and s.timer:is_active()
+end
+
+---Whether the shown suggestion has been on the screen long enough to have been read.
+---@param bufnr integer
+function M.readable(bufnr)
+  local s = states[bufnr]
+  return M.visible(bufnr) and now_ms() - s.shown_at >= config.inline.accept_after_ms
+end
+
 local function insert(bufnr, piece)
   local row, col = cursor(bufnr)
   local lines = vim.split(piece, "\n", { plain = true })
@@ -238,13 +329,14 @@ local function insert(bufnr, piece)
   vim.api.nvim_win_set_cursor(0, { row + #lines, last })
 end
 
----Inserts all, a word or a line of the suggestion; returns false when none is shown.
+---Inserts all, a word or a line of the suggestion; returns false when none is shown, or one shown too
+---recently to have been read (the key then does what it does without a suggestion).
 ---@param bufnr integer
 ---@param how "all"|"word"|"line"
 ---@return boolean
 function M.accept(bufnr, how)
   local rest = M.remaining(bufnr)
-  if rest == nil then
+  if rest == nil or not M.readable(bufnr) then
     return false
   end
   local piece = how == "word" and text.next_word(rest) or how == "line" and text.next_line(rest) or rest
@@ -265,6 +357,7 @@ function M.cycle(bufnr, step)
     return M.visible(bufnr)
   end
   s.index = (s.index - 1 + step) % #s.items + 1
+  s.shown_at = now_ms()
   render(bufnr)
   return true
 end

@@ -41,13 +41,16 @@ local function highlights()
 end
 
 ---Insert-mode key: does `action` when a suggestion is shown, else types the key itself (so <Tab>
----still indents when there is nothing to accept).
-local function smart_key(lhs, action, desc, bufnr)
+---still indents when there is nothing to accept); `fell_through` runs before it does.
+local function smart_key(lhs, action, desc, bufnr, fell_through)
   if not lhs then
     return
   end
   vim.keymap.set("i", lhs, function()
     if not action() then
+      if fell_through then
+        fell_through()
+      end
       vim.api.nvim_feedkeys(vim.keycode(lhs), "n", false)
     end
   end, { buffer = bufnr, desc = desc, silent = true })
@@ -60,7 +63,8 @@ local function attach(bufnr)
     inline.set_enabled(bufnr, false)
   end
   local keys = config.keys
-  smart_key(keys.accept, function() return inline.accept(bufnr, "all") end, "dgemma: accept suggestion", bufnr)
+  smart_key(keys.accept, function() return inline.accept(bufnr, "all") end, "dgemma: accept suggestion", bufnr,
+    function() inline.fell_through(bufnr) end) -- a Tab that indents asks for nothing
   smart_key(keys.accept_word, function() return inline.accept(bufnr, "word") end, "dgemma: accept word", bufnr)
   smart_key(keys.accept_line, function() return inline.accept(bufnr, "line") end, "dgemma: accept line", bufnr)
   smart_key(keys.dismiss, function() return inline.dismiss(bufnr) end, "dgemma: dismiss suggestion", bufnr)
@@ -100,6 +104,17 @@ function M.setup(opts)
   preview.setup(config)
   vim.api.nvim_clear_autocmds({ group = augroup })
   vim.api.nvim_create_autocmd("ColorScheme", { group = augroup, callback = highlights })
+  -- Keys typed while the model loaded got no suggestion: ask again at the cursor once it is ready.
+  vim.api.nvim_create_autocmd("User", {
+    group = augroup,
+    pattern = "DgemmaReady",
+    callback = function()
+      local bufnr = vim.api.nvim_get_current_buf()
+      if lsp.client(bufnr) then
+        inline.ask(bufnr)
+      end
+    end,
+  })
   vim.api.nvim_create_autocmd("LspAttach", {
     group = augroup,
     callback = function(event)
@@ -197,13 +212,45 @@ function M.configure(server)
   end
 end
 
----A statusline component: "dgemma: <model> <device>[ <latency>ms]", "dgemma: loading[ <model>]",
----"dgemma: <model> failed", "dgemma: <model> ... failing" while a remote engine fails, "dgemma: off", ""
----without a server (:help dgemma-statusline).
+---Thousands separated by commas: 1,234.
+local function count(n)
+  local digits = tostring(math.floor(n))
+  return (digits:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+---The status text after the model's name: device, last model latency, "failing", the index's progress.
+---@param status dgemma.Status
+local function details(status)
+  local parts = {}
+  if status.device then
+    parts[#parts + 1] = status.device
+  end
+  if status.lastLatencyMs then
+    parts[#parts + 1] = ("%dms"):format(math.floor(status.lastLatencyMs + 0.5))
+  end
+  if status.error then
+    parts[#parts + 1] = "failing" -- ready, but the last engine call failed (a remote server)
+  end
+  local indexing = status.indexing
+  if type(indexing) == "table" then
+    local total = type(indexing.total) == "number" and "/" .. count(indexing.total) or ""
+    parts[#parts + 1] = "indexing " .. count(indexing.files) .. total
+  end
+  return parts
+end
+
+---A statusline component: "dgemma: <model> <device>[ <latency>ms][ indexing <files>[/<total>]]",
+---"dgemma: loading[ <model>]", "dgemma: <model> failed", "dgemma: <model> ... failing" while a remote
+---engine fails, "dgemma: off", "" in a window whose buffer the server does not serve
+---(:help dgemma-statusline).
 ---@return string
 function M.statusline()
   local status = lsp.status
-  if not lsp.client() then
+  -- The window being drawn: a :checkhealth or help window under a code window shows nothing.
+  local win = vim.g.statusline_winid
+  local bufnr = win and vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win)
+    or vim.api.nvim_get_current_buf()
+  if not lsp.client(bufnr) then
     return ""
   end
   if M.config and not M.config.inline.enabled then
@@ -222,17 +269,7 @@ function M.statusline()
   if status.state == "failed" then
     return "dgemma: " .. model .. " failed"
   end
-  local parts = { "dgemma:", model }
-  if status.device then
-    parts[#parts + 1] = status.device
-  end
-  if status.lastLatencyMs then
-    parts[#parts + 1] = ("%dms"):format(math.floor(status.lastLatencyMs + 0.5))
-  end
-  if status.error and status.error ~= vim.NIL then
-    parts[#parts + 1] = "failing" -- ready, but the last engine call failed (a remote server)
-  end
-  return table.concat(parts, " ")
+  return table.concat({ "dgemma:", model, unpack(details(status)) }, " ")
 end
 
 ---The `dgemma/status` of the server, or nil before the first.

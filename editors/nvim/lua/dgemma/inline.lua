@@ -76,6 +76,26 @@ function M.set_enabled(bufnr, enabled)
   end
 end
 
+---Asks for a suggestion at the cursor now (the model just became ready), in insert mode.
+function M.ask(bufnr)
+  if vim.b[bufnr].dgemma_disabled then
+    return
+  end
+  if M.backend == "extmarks" then
+    ghost.ask(bufnr)
+  elseif vim.api.nvim_get_mode().mode:sub(1, 1) == "i" then
+    -- vim.lsp.inline_completion asks on CursorMovedI; it has no call of its own for this.
+    vim.api.nvim_exec_autocmds("CursorMovedI", { buffer = bufnr, modeline = false })
+  end
+end
+
+---The accept key found nothing to accept and types itself (Tab indents): no suggestion for that change.
+function M.fell_through(bufnr)
+  if M.backend == "extmarks" then
+    ghost.quiet(bufnr)
+  end
+end
+
 function M.visible(bufnr)
   if M.backend == "builtin" then
     return builtin_visible(bufnr)

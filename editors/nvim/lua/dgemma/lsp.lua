@@ -11,9 +11,10 @@ M.name = "dgemma"
 ---@field state "none"|"loading"|"ready"|"failed"
 ---@field model string|nil
 ---@field device string|nil
----@field lastLatencyMs number|nil
+---@field lastLatencyMs number|nil of the last answer the model computed
 ---@field lastSource string|nil model, lookup, structure, next_token, typed_through, cache or speculative
 ---@field error string|nil
+---@field indexing { files: integer, total: integer|nil }|nil while the workspace is indexed
 
 ---@type dgemma.Status|nil
 M.status = nil
@@ -33,6 +34,7 @@ local function on_status(_, result, _)
   if type(result) ~= "table" then
     return
   end
+  local was_ready = M.status ~= nil and M.status.state == "ready"
   M.status = {
     state = clean(result.state) or "none",
     model = clean(result.model),
@@ -40,10 +42,15 @@ local function on_status(_, result, _)
     lastLatencyMs = clean(result.lastLatencyMs),
     lastSource = clean(result.lastSource),
     error = clean(result.error),
+    indexing = clean(result.indexing),
   }
   log.debug("status " .. vim.inspect(M.status, { newline = " ", indent = "" }))
+  local ready = not was_ready and M.status.state == "ready"
   vim.schedule(function()
     pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "DgemmaStatus", modeline = false })
+    if ready then
+      pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "DgemmaReady", modeline = false })
+    end
     pcall(vim.cmd.redrawstatus)
   end)
 end
@@ -152,8 +159,10 @@ function M.request(client, method, params, handler, bufnr)
   return ok and id or nil
 end
 
+---Cancels a request still pending (Neovim logs an [ERROR] for a cancel of one that has finished).
 function M.cancel(client, id)
-  if id == nil then
+  local request = id ~= nil and client.requests and client.requests[id]
+  if not request or request.type ~= "pending" then
     return
   end
   if has_011 then
