@@ -24,6 +24,7 @@ from tree_sitter import Parser
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.inline.lookup import MAX_KEY, Haystack, continuations
+from dgemma_lsp.repository.files import FileReader
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, index_folder
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
@@ -60,13 +61,15 @@ def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[R
     """The index as the server builds it (its indexer thread, in the background), timed until idle."""
     gc.collect()
     before = rss_mb()
-    index = new_index(options)
+    reader = FileReader(rules_of(options, registry))
+    index = new_index(options, reader)
     started = time.monotonic()
-    indexer = Indexer(index, registry, rules_of(options, registry))
+    indexer = Indexer(index, registry, reader)
     indexer.add_folder(folder)
     indexer.idle(timeout=3600)
     seconds = time.monotonic() - started
     indexer.close()
+    indexer.join()
     gc.collect()
     stats = index.stats()
     return index, {
@@ -82,7 +85,7 @@ def build(folder: Path, options: Options, registry: LanguageRegistry) -> tuple[R
 def traced_mb(folder: Path, options: Options, registry: LanguageRegistry) -> float:
     """What the index's structures hold, as tracemalloc counts it (a second build, traced)."""
     tracemalloc.start()
-    index = new_index(options)
+    index = new_index(options, FileReader(rules_of(options, registry)))
     index_folder(index, registry, rules_of(options, registry), folder)
     held, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -96,7 +99,7 @@ def completion_costs(index: RepositoryIndex, registry: LanguageRegistry, seed: i
     files = [f for f in index.files() if f.windows > 2]
     parser = Parser(registry.grammar("python"))
     pending: list = []  # as in the server, imported files are parsed on the indexer's thread: not timed
-    definitions = Definitions(registry, later=pending.append)
+    definitions = Definitions(registry, later=lambda work: pending.append(work) or True)
     cold, typing, lookup = [], [], []
     for _ in range(CURSORS):
         file = rng.choice(files)
