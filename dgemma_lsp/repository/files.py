@@ -173,11 +173,14 @@ class IgnoreFiles:
     events parses none again. Shared by the threads that judge paths."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, tuple[tuple[int, ...], GitIgnoreSpec | None]] = {}
+        # path -> (its signature, its rules, those rules less what excludes a folder below: by folder)
+        self._specs: dict[Path, tuple[tuple[int, ...], GitIgnoreSpec | None, dict[str, GitIgnoreSpec]]] = {}
         self._lock = threading.Lock()
 
-    def spec(self, path: Path) -> GitIgnoreSpec | None:
-        """The rules of the ignore file at `path` (never through a link), None if there is none."""
+    def spec(self, path: Path, opened: str = "") -> GitIgnoreSpec | None:
+        """The rules of the ignore file at `path` (never through a link), None if there is none. With
+        `opened` (a workspace folder below the file's, relative to it, ending in "/"): less the patterns
+        that exclude that folder itself, which the user opened on purpose."""
         try:
             info = os.lstat(path)
         except OSError as err:
@@ -188,13 +191,20 @@ class IgnoreFiles:
         signature = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         with self._lock:
             held = self._specs.get(path)
-        if held is not None and held[0] == signature:
-            return held[1]
-        data = read_bytes(path, MAX_IGNORE_BYTES)
-        spec = GitIgnoreSpec.from_lines(data.decode("utf-8", "replace").splitlines()) if data else None
-        with self._lock:
-            self._specs[path] = (signature, spec)
-        return spec
+        if held is None or held[0] != signature:
+            data = read_bytes(path, MAX_IGNORE_BYTES)
+            spec = GitIgnoreSpec.from_lines(data.decode("utf-8", "replace").splitlines()) if data else None
+            held = (signature, spec, {})
+            with self._lock:
+                self._specs[path] = held
+        spec, below = held[1], held[2]
+        if spec is None or not opened:
+            return spec
+        if opened not in below:
+            below[opened] = GitIgnoreSpec(
+                [p for p in spec.patterns if not (p.include and p.match_file(opened))]
+            )
+        return below[opened]
 
 
 @dataclass(frozen=True)
@@ -240,7 +250,10 @@ def _config_value(path: Path, section: str, key: str) -> str | None:
 def global_excludes(top: Path | None) -> Path | None:
     """Git's global excludes file: core.excludesFile (the repository's config, then the user's), else
     $XDG_CONFIG_HOME/git/ignore, else ~/.config/git/ignore."""
-    home = Path.home()
+    try:
+        home = Path.home()
+    except (KeyError, RuntimeError):  # no home: no user's config either
+        return None
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     configs = ([top / ".git" / "config"] if top is not None else []) + [home / ".gitconfig"]
     for config in [*configs, config_home / "git" / "config"]:
@@ -261,7 +274,8 @@ def _plain_folder(path: Path) -> bool:
 def ignore_files_outside(root: Path) -> list[tuple[Path, str]]:
     """The ignore files outside workspace folder `root` (resolved) that apply to it, outer first, each
     with what its patterns see before a path of the folder: git's global excludes, `.git/info/exclude`
-    (never through a link) and the ignore files of the folders above it up to the repository's top."""
+    (never through a link) and the ignore files of the folders above it up to the repository's top. Their
+    patterns that exclude the folder itself do not apply: the user opened it on purpose."""
     top = repository_top(root)
     lead = "" if top is None or top == root else root.relative_to(top).as_posix() + "/"
     excludes = global_excludes(top)
@@ -286,7 +300,7 @@ class IgnoreRules:
         self.files = files
         self.scopes: list[_Scope] = []
         for path, lead in outside if outside is not None else ignore_files_outside(root):
-            spec = files.spec(path)
+            spec = files.spec(path, opened=lead)
             if spec is not None:
                 self.scopes.append(_Scope("", lead, spec))
 

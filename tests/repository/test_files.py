@@ -114,7 +114,7 @@ def test_ignore_files_outside_the_folder_apply_as_git_reads_them(tmp_path: Path,
     write(home, "global-ignore", "*_scratch.py\n")
     repo = tmp_path / "repo"
     write(repo, ".git/info/exclude", "local_only.py\n")
-    write(repo, ".gitignore", "generated/\n")
+    write(repo, ".gitignore", "generated/\n/packages/\n")  # the folder itself: opened on purpose, read
     write(repo, "packages/.gitignore", "/web/fixtures/\n")  # anchored at packages/
     folder = repo / "packages" / "web"  # the workspace folder: two levels below the repository's top
     for relative in ("app.py", "mine_scratch.py", "local_only.py", "generated/x.py", "fixtures/y.py"):
