@@ -247,21 +247,26 @@ def _config_value(path: Path, section: str, key: str) -> str | None:
     return found
 
 
-def global_excludes(top: Path | None) -> Path | None:
-    """Git's global excludes file: core.excludesFile (the repository's config, then the user's), else
-    $XDG_CONFIG_HOME/git/ignore, else ~/.config/git/ignore."""
+def user_git_files() -> tuple[Path, ...]:
+    """The user's git configuration files, then the default global excludes file (read for the rules)."""
     try:
         home = Path.home()
     except (KeyError, RuntimeError):  # no home: no user's config either
-        return None
+        return ()
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    configs = ([top / ".git" / "config"] if top is not None else []) + [home / ".gitconfig"]
-    for config in [*configs, config_home / "git" / "config"]:
+    return home / ".gitconfig", config_home / "git" / "config", config_home / "git" / "ignore"
+
+
+def global_excludes(top: Path | None) -> Path | None:
+    """Git's global excludes file: core.excludesFile (the repository's config, then the user's), else
+    $XDG_CONFIG_HOME/git/ignore, else ~/.config/git/ignore."""
+    *configs, default = user_git_files() or (None,)
+    for config in ([top / ".git" / "config"] if top is not None else []) + configs:
         value = _config_value(config, "core", "excludesfile")
         if value:
             named = Path(os.path.expanduser(value))
             return named if named.is_absolute() else None
-    return config_home / "git" / "ignore"
+    return default
 
 
 def _plain_folder(path: Path) -> bool:
