@@ -58,7 +58,10 @@ def folder_uris(params: types.InitializeParams) -> list[str]:
         return [folder.uri for folder in params.workspace_folders]
     if params.root_uri:
         return [params.root_uri]
-    return [Path(params.root_path).resolve().as_uri()] if params.root_path else []
+    if params.root_path and not Path(params.root_path).is_absolute():
+        logger.warning("rootPath %r is not an absolute path: ignored", params.root_path)
+        return []
+    return [Path(params.root_path).as_uri()] if params.root_path else []
 
 
 def set_trace(ls: DgemmaServer, params: types.SetTraceParams) -> None:
@@ -83,8 +86,9 @@ def did_change_workspace_folders(ls: DgemmaServer, params: types.DidChangeWorksp
 
 
 def did_change_watched_files(ls: DgemmaServer, params: types.DidChangeWatchedFilesParams) -> None:
-    for change in params.changes:
-        ls.repository.watched(change.uri, deleted=change.type == types.FileChangeType.Deleted)
+    # Read lazily on the indexer's thread: one notification may hold 100,000 events.
+    deleted = types.FileChangeType.Deleted
+    ls.repository.watched((change.uri, change.type == deleted) for change in params.changes)
 
 
 def did_open(ls: DgemmaServer, params: types.DidOpenTextDocumentParams) -> None:

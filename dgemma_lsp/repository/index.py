@@ -68,7 +68,6 @@ class IndexedFile:
     first_window: int
     windows: int
     text: str | None = None  # kept: an open document's buffer, or a caller's own; None: on disk
-    from_buffer: bool = False  # the text of an open document, which supersedes the file on disk
 
     @property
     def absolute(self) -> Path:
@@ -211,12 +210,12 @@ class RepositoryIndex:
         self,
         max_files: int = 10_000,
         max_bytes: int = 128 * 1024 * 1024,
-        read: Callable[[Path], str | None] | None = None,
+        read: Callable[[Path, Path], str | None] | None = None,
         cache_chars: int = 16 * 1024 * 1024,
     ) -> None:
         self.max_files = max_files
         self.max_bytes = max_bytes  # characters of code indexed, held in memory or not
-        self._read = read  # a file's text from disk (the indexing rules' reader); None: texts are kept
+        self._reader = read  # (path, its folder) -> its text from disk, the rules checked; None: kept
         self._texts: OrderedDict[int, str] = OrderedDict()  # files read again lately, by id
         self._cached_chars = 0
         self._cache_chars = cache_chars
@@ -237,14 +236,15 @@ class RepositoryIndex:
             return IndexStats(len(self._files), self._bytes, self._table.live, len(self._table.postings))
 
     def text_of(self, file: IndexedFile) -> str:
-        """A file's text: kept, or read from disk again (through a bounded cache); "" if it is gone."""
+        """A file's text: kept, or read from disk again (through a bounded cache, every check of the rules
+        made at the read); "" if it is gone or may no longer be read."""
         if file.text is not None:
             return file.text
         with self._text_lock:
             if file.id in self._texts:
                 self._texts.move_to_end(file.id)
                 return self._texts[file.id]
-        text = (self._read(file.absolute) if self._read else None) or ""
+        text = (self._reader(file.absolute, file.root) if self._reader else None) or ""
         with self._text_lock:
             self._texts[file.id] = text
             self._cached_chars += len(text)
@@ -305,7 +305,7 @@ class RepositoryIndex:
         for a buffer, or when the index has no reader). False when a cap would be passed (left out)."""
         relative = path.relative_to(root).as_posix()
         windows = windows_of(text)  # the costly part, outside the lock
-        kept = text if from_buffer or self._read is None else None
+        kept = text if from_buffer or self._reader is None else None
         with self._lock:
             old = self._by_path.get(path)
             growth = len(text) - (self._files[old].size if old is not None else 0)
@@ -316,7 +316,7 @@ class RepositoryIndex:
             file_id, self._next_id = self._next_id, self._next_id + 1
             first = self._table.add(file_id, windows)
             self._files[file_id] = IndexedFile(
-                file_id, root, relative, language, len(text), first, len(windows), kept, from_buffer
+                file_id, root, relative, language, len(text), first, len(windows), kept
             )
             self._by_path[path] = file_id
             for tail in _tails(relative):

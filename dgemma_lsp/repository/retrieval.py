@@ -4,7 +4,9 @@ lookup draft searches after the open documents. The server, the benchmarks and t
 
 A document's retrieval remembers its last answer: the query is the identifiers of the lines above the
 cursor (not the word being typed), a window once chosen stays while it is still among the candidates,
-and the snippets change only when what was chosen does, so typing keeps the prompt's cache.
+and the snippets change only when what was chosen does, so typing keeps the prompt's cache. In the
+server it runs on the indexer's thread: a completion gets at once the answer computed for an earlier
+keystroke, and hands its own to that thread for the next (nothing read nor scored on the event loop).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 from tree_sitter import Tree
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.imports import Import, definitions, imports_of, resolve
+from dgemma_lsp.repository.definitions import definitions
+from dgemma_lsp.repository.imports import Import, imports_of, resolve
 from dgemma_lsp.repository.index import WINDOW_LINES, IndexedFile, RepositoryIndex, terms
 from engine.api import Snippet
 
@@ -35,7 +38,6 @@ OPEN_BOOST = 1.5  # open documents' windows weigh more: the user works there
 RECENT_BOOST = 1.25  # and so do files saved or changed lately
 REQUERY_S = 1.0  # after the index changed, a query whose terms did not runs again at most this often
 IMPORTS_S = 1.0  # the document's imports are read again at most this often (a walk of its top level)
-_TYPED_WORD = re.compile(r"\w+$")
 _ATTRIBUTE = re.compile(r"\b([^\W\d]\w*)\.([^\W\d]\w*)")
 
 
@@ -59,21 +61,30 @@ def query_terms(text: str, cursor: int) -> frozenset[str]:
         if start < 0:
             start = 0
             break
-    return frozenset(terms(_TYPED_WORD.sub("", text[start:cursor])))
+    return frozenset(terms(_without_typed_word(text[start:cursor])))
+
+
+def _without_typed_word(text: str) -> str:
+    """`text` less the word at its end (a loop, not `\\w+$`: that is quadratic in the word's length)."""
+    end = len(text)
+    while end and (text[end - 1].isalnum() or text[end - 1] == "_"):
+        end -= 1
+    return text[:end]
 
 
 class Definitions:
     """What each indexed file defines, parsed once per version of the file (a bounded memo).
 
-    `of` parses on the calling thread; with a `later` (the server's indexer thread), `known` hands a
-    file it has not parsed to it instead and answers None meanwhile, so no completion waits for a parse.
+    `of` parses on the calling thread; with a `later` (the server's indexer thread; it says whether it
+    took the work), `known` hands a file it has not parsed to it instead and answers None meanwhile, so
+    no completion waits for a parse.
     """
 
     def __init__(
         self,
         registry: LanguageRegistry,
         capacity: int = 4096,
-        later: Callable[[Callable[[], object]], None] | None = None,
+        later: Callable[[Callable[[], object]], bool] | None = None,
     ) -> None:
         self.registry = registry
         self.capacity = capacity
@@ -110,8 +121,30 @@ class Definitions:
             if found is not None or key in self._asked:
                 return found
             self._asked.add(key)
-        self.later(lambda: self.of(file, index))
+        if not self.later(lambda: self._parse_asked(file, index, key)):
+            with self._lock:
+                self._asked.discard(key)  # not taken: asked again next time
         return None
+
+    def _parse_asked(self, file: IndexedFile, index: RepositoryIndex, key: tuple[Path, int]) -> None:
+        try:
+            self.of(file, index)
+        finally:  # parsed or failed, it may be asked for again
+            with self._lock:
+                self._asked.discard(key)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What a completion asks retrieval for: its document's text and tree, the cursor, the budget."""
+
+    text: str
+    source: bytes
+    cursor: int
+    language: str
+    tree: Tree | None
+    budget_tokens: int
+    count_tokens: Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -137,6 +170,7 @@ class DocumentRetrieval:
         open_paths: Callable[[], frozenset[Path]] = frozenset,
         recent_paths: Callable[[], frozenset[Path]] = frozenset,
         clock: Callable[[], float] = time.monotonic,
+        later: Callable[[Callable[[], object]], bool] | None = None,
     ) -> None:
         self.index = index
         self.definitions = definitions_
@@ -145,6 +179,10 @@ class DocumentRetrieval:
         self.open_paths = open_paths  # the files of open documents: favoured, and searched as such
         self.recent_paths = recent_paths  # files saved or changed lately: favoured
         self.clock = clock
+        self.later = later  # runs the retrieval on another thread (it says whether it took it); None: here
+        self._answer = NOTHING  # the last answer computed there
+        self._asked: _Ask | None = None  # the newest ask waiting for it
+        self._asked_lock = threading.Lock()
         self._terms: frozenset[str] | None = None
         self._queried_at = 0.0
         self._generation_seen = -1
@@ -166,7 +204,25 @@ class DocumentRetrieval:
         budget_tokens: int,
         count_tokens: Callable[[str], int],
     ) -> Related:
-        """Snippets within `budget_tokens` and lookup texts for a completion at `cursor` of `text`."""
+        """Snippets within `budget_tokens` and lookup texts for a completion at `cursor` of `text`: with a
+        `later`, at once the answer computed for the last ask, this one handed to it for the next."""
+        ask = _Ask(text, source, cursor, language, tree, budget_tokens, count_tokens)
+        if self.later is None:
+            return self._related(ask)
+        with self._asked_lock:
+            queued, self._asked = self._asked is not None, ask
+        if not queued and not self.later(self._answer_asked):
+            with self._asked_lock:
+                self._asked = None
+        return self._answer
+
+    def _answer_asked(self) -> None:
+        with self._asked_lock:
+            ask, self._asked = self._asked, None
+        if ask is not None:
+            self._answer = self._related(ask)
+
+    def _related(self, ask: _Ask) -> Related:
         open_paths = self.open_paths()
         generation, now = self.index.generation, self.clock()
         changed = generation != self._generation_seen and now - self._queried_at >= REQUERY_S
@@ -175,11 +231,11 @@ class DocumentRetrieval:
         parsed = self.definitions.generation != self._parsed_seen  # an imported file parsed since
         if changed or parsed or now - self._imports_at >= IMPORTS_S:
             self._imports_at = now
-            self._update_imports(text, source, language, tree, changed or parsed)
-        self._update_windows(query_terms(text, cursor), open_paths, changed)
-        key = (self._chosen, self._definitions, budget_tokens, open_paths)
+            self._update_imports(ask.text, ask.source, ask.language, ask.tree, changed or parsed)
+        self._update_windows(query_terms(ask.text, ask.cursor), open_paths, changed)
+        key = (self._chosen, self._definitions, ask.budget_tokens, open_paths)
         if self._rendered is None or self._rendered[0] != key:
-            self._rendered = (key, self._render(budget_tokens, count_tokens, open_paths))
+            self._rendered = (key, self._render(ask.budget_tokens, ask.count_tokens, open_paths))
         return self._rendered[1]
 
     # --- the two sources
@@ -233,6 +289,8 @@ class DocumentRetrieval:
         for window in self._chosen:
             lines = self.index.text_of(window.file).split("\n")
             shown = "\n".join(lines[window.start_line : window.start_line + WINDOW_LINES]).strip("\n")
+            if not shown:
+                continue  # gone from disk, or may no longer be read
             cost = count_tokens(f"{window.file.path}\n{shown}") + 1
             if used + cost > budget:
                 break
@@ -244,8 +302,10 @@ class DocumentRetrieval:
                 continue  # an open document is searched as one already
             if len(lookup) >= LOOKUP_FILES or size + file.size > LOOKUP_CHARS:
                 break
-            lookup.append(self.index.text_of(file))
-            size += file.size
+            text = self.index.text_of(file)
+            if text:
+                lookup.append(text)
+                size += file.size
         return Related(tuple(snippets), tuple(lookup))
 
 

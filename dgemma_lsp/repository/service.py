@@ -9,16 +9,17 @@ only one that presented the server's secret).
 from __future__ import annotations
 
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.files import FileRules, read_again
+from dgemma_lsp.repository.files import FileReader, FileRules
 from dgemma_lsp.repository.index import RepositoryIndex
 from dgemma_lsp.repository.indexer import Indexer, Progress
 from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval
+from dgemma_lsp.repository.uris import path_of
 from dgemma_lsp.runtime.options import Options
 from engine.loading import is_url
 
@@ -26,12 +27,6 @@ logger = logging.getLogger(__name__)
 
 RECENT_S = 600.0  # a file saved or changed this long ago still counts as recently edited
 RECENT_FILES = 64
-
-
-def path_of(uri: str) -> Path | None:
-    """The local file a `file:` URI names (None for any other scheme)."""
-    parsed = urlparse(uri)
-    return Path(unquote(parsed.path)).resolve() if parsed.scheme == "file" else None
 
 
 def reads_workspace(options: Options) -> bool:
@@ -50,10 +45,11 @@ def rules_of(options: Options, registry: LanguageRegistry) -> FileRules:
     )
 
 
-def new_index(options: Options) -> RepositoryIndex:
-    """An empty index as the server keeps one: the options' caps, the texts of files left on disk."""
+def new_index(options: Options, reader: FileReader) -> RepositoryIndex:
+    """An empty index as the server keeps one: the options' caps, the texts of files left on disk (read
+    again through `reader`, every rule checked at each read)."""
     context = options.context
-    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read=read_again)
+    return RepositoryIndex(context.workspace_max_files, context.workspace_max_bytes, read=reader.read)
 
 
 class Repository:
@@ -68,20 +64,21 @@ class Repository:
         self.definitions = Definitions(registry, later=self._later)
         self._settings: tuple | None = None  # what the index was built with
         self._open: dict[str, Path] = {}
-        self._recent: dict[Path, float] = {}  # files saved or changed on disk, when
+        self._open_paths: frozenset[Path] = frozenset()
+        self._recent: dict[Path, float] = {}  # files saved or changed on disk, when (replaced, never changed)
+        self._said_off = False  # that the folders are not read, logged once
         self._retrievals: dict[str, DocumentRetrieval] = {}
 
-    def _later(self, work: Callable[[], object]) -> None:
-        """Parse an imported file on the indexer's thread, off the event loop."""
-        if self.indexer is not None:
-            self.indexer.run(work)
+    def _later(self, work: Callable[[], object]) -> bool:
+        """Parse an imported file or retrieve on the indexer's thread, off the event loop."""
+        return self.indexer is not None and self.indexer.run(work)
 
     @property
     def on(self) -> bool:
         return self.indexer is not None
 
     def set_folders(self, uris: list[str]) -> None:
-        self.folders = [p for p in (path_of(uri) for uri in uris) if p is not None and p.is_dir()]
+        self.folders = [p for p in (path_of(uri) for uri in uris) if p is not None and os.path.isdir(p)]
 
     def configure(self, options: Options, on_progress: Callable[[Progress], None]) -> None:
         """Start, stop or rebuild the index for these options (a change of caps or rules rebuilds it)."""
@@ -94,17 +91,30 @@ class Repository:
         )
         if wanted and self.indexer is not None and settings == self._settings:
             return
+        before = self.indexer
         self.stop()
         if not wanted:
+            if self.folders and not self._said_off:
+                self._said_off = True
+                logger.info("the workspace folders are not read: %s", self._why_not_read(options))
             return
-        self._settings = settings
-        self.index = new_index(options)
+        self._settings, self._said_off = settings, False
+        reader = FileReader(settings[0])
+        self.index = new_index(options, reader)
         self.definitions = Definitions(self.registry, later=self._later)  # keyed by this index's file ids
-        self.indexer = Indexer(self.index, self.registry, settings[0], on_progress)
+        self.indexer = Indexer(self.index, self.registry, reader, on_progress, after=before)
         for folder in self.folders:
             self.indexer.add_folder(folder)
 
+    def _why_not_read(self, options: Options) -> str:
+        if not self.trusted:
+            return "this client did not present the server's token"
+        if options.context.workspace is False:
+            return "context.workspace is off"
+        return "the model is remote and its prompts would carry them off the machine (context.workspace: on)"
+
     def stop(self) -> None:
+        """Stop the index (its thread ends on its own: nothing here waits for it)."""
         if self.indexer is not None:
             self.indexer.close()
         self.indexer, self.index, self._settings = None, None, None
@@ -121,7 +131,7 @@ class Repository:
             logger.warning("workspace folders added by a client without the tcpToken are not read")
             return
         for path in (path_of(uri) for uri in added):
-            if path is not None and path.is_dir() and path not in self.folders:
+            if path is not None and os.path.isdir(path) and path not in self.folders:
                 self.folders.append(path)
                 if self.indexer is not None:
                     self.indexer.add_folder(path)
@@ -137,52 +147,59 @@ class Repository:
             path = self._open.get(uri) or path_of(uri)
             root = self.indexer.root_of(path) if path is not None else None
             found = DocumentRetrieval(
-                self.index, self.definitions, path, root, self.open_paths, self.recent_paths
+                self.index,
+                self.definitions,
+                path,
+                root,
+                self.open_paths,
+                self.recent_paths,
+                later=self._later,
             )
             self._retrievals[uri] = found
         return found
 
     def open_paths(self) -> frozenset[Path]:
-        return frozenset(self._open.values())
+        """The open documents' files (read by retrieval on the indexer's thread: set anew at each change)."""
+        return self._open_paths
 
     def recent_paths(self) -> frozenset[Path]:
         """Files saved or changed in the last RECENT_S seconds."""
         since = time.monotonic() - RECENT_S
         return frozenset(path for path, when in self._recent.items() if when >= since)
 
-    def _touched(self, path: Path) -> None:
-        self._recent[path] = time.monotonic()
-        if len(self._recent) > RECENT_FILES:  # the oldest go first
-            for old in sorted(self._recent, key=self._recent.__getitem__)[: len(self._recent) - RECENT_FILES]:
-                del self._recent[old]
+    def _touched(self, paths: Iterable[Path]) -> None:
+        """Files saved or changed just now (from the event loop or the indexer's thread: the map is
+        replaced, so a reader's copy never changes under it)."""
+        now = time.monotonic()
+        recent = self._recent | dict.fromkeys(list(paths)[-RECENT_FILES:], now)
+        if len(recent) > RECENT_FILES:  # the oldest go first
+            recent = dict(sorted(recent.items(), key=lambda item: item[1])[-RECENT_FILES:])
+        self._recent = recent
 
     def opened(self, uri: str, text: str) -> None:
         path = path_of(uri)
         if path is None:
             return
         self._open[uri] = path
+        self._open_paths = frozenset(self._open.values())
         if self.indexer is not None:
             self.indexer.buffer(path, text)
 
     def saved(self, uri: str, text: str) -> None:
         path = self._open.get(uri)
         if path is not None and self.indexer is not None:
-            self._touched(path)
+            self._touched([path])
             self.indexer.buffer(path, text)
 
     def closed(self, uri: str) -> None:
         path = self._open.pop(uri, None)
+        self._open_paths = frozenset(self._open.values())
         self._retrievals.pop(uri, None)
         if path is not None and self.indexer is not None:
             self.indexer.closed(path)
 
-    def watched(self, uri: str, deleted: bool) -> None:
-        """A file changed on disk (`workspace/didChangeWatchedFiles`)."""
-        path = path_of(uri)
-        if path is None or self.indexer is None:
-            return
-        if deleted:
-            self.indexer.deleted(path)
-        else:
-            self._touched(path)
-            self.indexer.changed(path)
+    def watched(self, changes: Iterable[tuple[str, bool]]) -> None:
+        """Files changed on disk (`workspace/didChangeWatchedFiles`), as (uri, deleted) pairs: handed to the
+        indexer's thread in one piece and read there (a lazy iterable is fine), nothing done here."""
+        if self.indexer is not None:
+            self.indexer.watched(changes, on_changed=self._touched)

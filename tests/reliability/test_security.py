@@ -18,6 +18,7 @@ import pytest
 
 import dgemma_lsp
 import engine
+from dgemma_lsp.repository.files import user_git_files
 from tests.reliability import faults
 from tests.reliability.wire import RawServer
 
@@ -84,6 +85,8 @@ def allowed_open(path: str, roots: list[Path]) -> bool:
     resolved = Path(path).resolve()
     if any(resolved.is_relative_to(root) for root in roots):
         return True
+    if resolved in user_git_files():
+        return True  # git's configuration and global excludes: the workspace's ignore rules
     # tempfile's first call probes the temp folder by writing and deleting a random file of its own.
     return resolved.parent == Path(tempfile.gettempdir()).resolve() and not resolved.exists()
 

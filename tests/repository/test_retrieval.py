@@ -8,9 +8,10 @@ from pathlib import Path
 from tree_sitter import Parser
 
 from dgemma_lsp.documents.languages import LanguageRegistry
-from dgemma_lsp.repository.imports import Import, definitions, imports_of, resolve
+from dgemma_lsp.repository.definitions import definitions
+from dgemma_lsp.repository.imports import Import, imports_of, resolve
 from dgemma_lsp.repository.index import RepositoryIndex
-from dgemma_lsp.repository.retrieval import Definitions, DocumentRetrieval, query_terms
+from dgemma_lsp.repository.retrieval import NOTHING, Definitions, DocumentRetrieval, query_terms
 
 REGISTRY = LanguageRegistry()
 ROOT = Path("/project")
@@ -193,14 +194,44 @@ def test_open_and_recently_edited_files_are_favoured() -> None:
     assert first(frozenset({ROOT / "b_report.py"})) == "b_report.py"
 
 
-def test_the_prompt_reads_other_files_only_for_a_model_that_learned_to(tmp_path: Path) -> None:
-    from dgemma_lsp.runtime.options import WORKSPACE_TOKENS, ContextOptions, workspace_tokens
-    from engine.loading import trained_with_context
+def test_open_documents_weigh_more_than_a_better_window_elsewhere() -> None:
+    # The open file's window is longer for the same names (BM25 weighs it less): the open boost puts it first.
+    query = "def summarize(rows):\n    total = rectangle_area(shape)\n"
+    other = "def other(rows):\n    total = rectangle_area(shape)\n"
+    opened = "def opened(rows):\n    total = rectangle_area(shape)\n    padding_one + padding_two\n"
+    index = index_of({"a_other.py": other, "b_opened.py": opened})
 
-    (tmp_path / "training.json").write_text('{"config": {"context_share": 0.8}}')
-    assert trained_with_context(tmp_path) and not trained_with_context(tmp_path / "missing")
-    (tmp_path / "training.json").write_text('{"config": {"draft_share": 0.3}}')
-    assert not trained_with_context(tmp_path)
-    assert workspace_tokens(ContextOptions(), reads_context=True) == WORKSPACE_TOKENS
-    assert workspace_tokens(ContextOptions(), reads_context=False) == 0  # its lookup drafts still search them
-    assert workspace_tokens(ContextOptions(workspace_tokens=128), reads_context=False) == 128
+    def first(open_paths: frozenset[Path]) -> str:
+        retrieval = DocumentRetrieval(
+            index, Definitions(REGISTRY), ROOT / "main.py", ROOT, lambda: open_paths
+        )
+        return related(retrieval, query).snippets[0].path
+
+    assert first(frozenset()) == "a_other.py"
+    assert first(frozenset({ROOT / "b_opened.py"})) == "b_opened.py"
+
+
+def test_a_parse_not_taken_is_asked_for_again() -> None:
+    taken: list = []
+    accepting = [False]  # the indexer closed, then a new one
+    definitions = Definitions(REGISTRY, later=lambda work: accepting[0] and (taken.append(work) or True))
+    index = index_of({"shapes.py": SHAPES})
+    file = index.get(ROOT / "shapes.py")
+    assert definitions.known(file, index) is None and not taken
+    accepting[0] = True
+    assert definitions.known(file, index) is None and len(taken) == 1
+    taken.pop()()
+    assert "Rectangle" in definitions.known(file, index)
+
+
+def test_handed_to_another_thread_the_answer_comes_an_ask_later_and_asks_wait_as_one() -> None:
+    index = index_of({"shapes/geometry.py": SHAPES, "report.py": REPORT, "app/main.py": MAIN})
+    jobs: list = []
+    retrieval = DocumentRetrieval(
+        index, Definitions(REGISTRY), ROOT / "app/main.py", ROOT, later=lambda work: jobs.append(work) or True
+    )
+    assert related(retrieval, MAIN) is NOTHING and len(jobs) == 1  # nothing computed here
+    assert related(retrieval, MAIN + "r") is NOTHING and len(jobs) == 1  # the newest ask replaces it
+    jobs.pop()()
+    answer = related(retrieval, MAIN + "re")
+    assert answer.snippets == related(retrieval_for(index, "app/main.py"), MAIN + "r").snippets

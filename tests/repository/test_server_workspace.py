@@ -13,13 +13,7 @@ import pytest
 from lsprotocol import types
 
 from tests.lsp_session import inline, lsp_session, open_document, wait_until
-
-AUDITED = Path(__file__).with_name("audited_server.py")
-HELPERS = (
-    "def build_report(rows):\n    table = render_table_with_borders(rows, padding=2)\n    return table\n"
-)
-MAIN = "def build_summary(rows):\n    table = render_table_with_\n"
-CURSOR = (1, len("    table = render_table_with_"))
+from tests.repository.attacks import AUDITED, CURSOR, HELPERS, MAIN, REMOTE, workspace
 
 
 def audited(log: Path) -> list[str]:
@@ -32,14 +26,6 @@ def indexed(client) -> bool:
 
 def opened_files(log: Path) -> set[str]:
     return set(log.read_text().splitlines()) if log.exists() else set()
-
-
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "report").mkdir(parents=True)
-    (root / "report" / "helpers.py").write_text(HELPERS)
-    (root / "app.py").write_text(MAIN)
-    return root
 
 
 async def completion_text(client, uri: str) -> str:
@@ -56,7 +42,7 @@ async def test_an_answer_only_an_unopened_file_holds_is_completed(tmp_path, tiny
         assert [s.indexing.files for s in client.statuses if s.indexing is not None][:1] == [0]
         assert client.statuses[-1].indexing is None
         open_document(client, uri, MAIN)
-        assert (await completion_text(client, uri)).startswith("borders")
+        assert await eventually(client, uri, "borders")  # retrieval answers the keystrokes after it ran
     off = {"context": {"workspace": False}}
     async with lsp_session(tiny_model_dir, folders=[root], options=off) as (client, _):
         open_document(client, uri, MAIN)
@@ -145,16 +131,15 @@ async def test_a_remote_model_reads_no_workspace_unless_it_is_turned_on(
     root = workspace(tmp_path)
     log = tmp_path / "opened.log"
     options = {"context": {"workspace": workspace_option}} if workspace_option is not None else {}
-    model = "http://127.0.0.1:9/v1"  # nothing listens: what matters is what is read before any request
+    # Nothing listens at REMOTE: what matters is what is read before any request. The index would start
+    # once the load failed; the server says instead that it reads no folder.
     async with lsp_session(
-        model, folders=[root], options=options, server=audited(log), wait_for_model=False
-    ) as (
-        client,
-        _,
-    ):
+        REMOTE, folders=[root], options=options, server=audited(log), wait_for_model=False
+    ) as (client, _):
         if workspace_option:
             await wait_until(lambda: indexed(client), what="the workspace index")
         else:
-            await asyncio.sleep(2)  # time enough for an index to start, had it been on
+            said = "the workspace folders are not read: the model is remote"
+            await wait_until(lambda: any(said in m.message for m in client.log_messages), what="its word")
     helpers = str((root / "report" / "helpers.py").resolve())
     assert (helpers in opened_files(log)) is bool(workspace_option)
