@@ -214,6 +214,22 @@ def best_first(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
     return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))
 
 
+def token_ranges(offsets: tuple[int, ...], chosen: list[bool], length: int) -> tuple[tuple[int, int], ...]:
+    """Character ranges of a text of `length` covered by runs of the `chosen` tokens (token i runs from
+    its offset to the next token's, the last one to the end)."""
+    ranges: list[tuple[int, int]] = []
+    ends = (*offsets[1:], length)
+    for start, end, take in zip(offsets, ends, chosen, strict=False):
+        end = min(end, length)
+        if not take or end <= start:
+            continue
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return tuple(ranges)
+
+
 @dataclass(frozen=True)
 class Timings:
     prefill_ms: float  # tokenizing the prompt and encoding its new tokens

@@ -26,6 +26,7 @@ from engine.api import (
     StopReason,
     Timings,
     best_first,
+    token_ranges,
 )
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
@@ -463,7 +464,7 @@ class _CanvasReport:
             CanvasStep(
                 step=self.steps_before + step,
                 text=text,
-                settled=settled_ranges(offsets, sure, len(text)),
+                settled=token_ranges(offsets, sure, len(text)),
                 confidence=tuple(probs),
                 offsets=offsets,
                 draft=best if best < self.drafts else None,
@@ -473,21 +474,6 @@ class _CanvasReport:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
-
-
-def settled_ranges(offsets: tuple[int, ...], settled: list[bool], length: int) -> tuple[tuple[int, int], ...]:
-    """Character ranges of a text of `length` covered by runs of settled tokens (token i spans from its
-    offset to the next one's)."""
-    ranges: list[tuple[int, int]] = []
-    ends = (*offsets[1:], length)
-    for start, end, sure in zip(offsets, ends, settled, strict=False):
-        if not sure or end <= start:
-            continue
-        if ranges and ranges[-1][1] == start:
-            ranges[-1] = (ranges[-1][0], end)
-        else:
-            ranges.append((start, end))
-    return tuple(ranges)
 
 
 _STRING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from engine import InfillRequest, load_engine
-from engine.api import CanvasStep
-from engine.local_engine import settled_ranges
+from engine.api import CanvasStep, token_ranges
 
 PREFIX = "def wrap(text, width=70):\n    lines = "
 SUFFIX = "\n    return lines\n"
@@ -104,7 +103,8 @@ def test_an_observer_that_is_not_due_is_asked_once_a_step_and_shown_nothing(engi
     assert never.asked == result.steps - 1  # after each step another one follows
 
 
-def test_settled_ranges_join_runs_of_settled_tokens():
-    assert settled_ranges((0, 2, 5, 6), [True, True, False, True], 9) == ((0, 5), (6, 9))
-    assert settled_ranges((0, 0, 3), [True, True, True], 3) == ((0, 3),)  # an empty token joins nothing
-    assert settled_ranges((), [], 0) == ()
+def test_token_ranges_join_runs_of_chosen_tokens():
+    assert token_ranges((0, 2, 5, 6), [True, True, False, True], 9) == ((0, 5), (6, 9))
+    assert token_ranges((0, 0, 3), [True, True, True], 3) == ((0, 3),)  # an empty token joins nothing
+    assert token_ranges((0, 4), [False, True], 3) == ()  # offsets past a cut text
+    assert token_ranges((), [], 0) == ()
