@@ -81,3 +81,13 @@ def test_show_confidence_is_on_by_default_and_can_be_turned_off():
     assert not options.completion.show_confidence and not problems
     _, problems = parse_options({"completion": {"showConfidence": "no"}})
     assert problems
+
+
+def test_the_bench_reports_first_partials_answers_and_gaps():
+    from evaluation.bench.resolving import Timed, figures
+
+    samples = [Timed(sent=0.0, partials=[0.12, 0.18, 0.25], answered=0.9), Timed(sent=1.0, answered=1.05)]
+    result = figures(samples)
+    assert result["requests"] == 2 and result["with_partials"] == 1
+    assert round(result["first_partial_p50_ms"]) == 120 and round(result["answer_p95_ms"]) == 900
+    assert round(result["gap_min_ms"]) == 60 and result["partials_per_answer"] == 1.5

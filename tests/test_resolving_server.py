@@ -130,27 +130,32 @@ async def test_a_declaring_client_sees_the_canvas_settle_and_gets_the_same_answe
     assert plain.partials() == []  # and a client that did not declare them gets none
 
 
-@pytest.mark.parametrize("newer_request", [True, False])
-async def test_partials_stop_once_the_text_changes(slow_model_dir, newer_request):
+@pytest.mark.parametrize("what", ["a newer request", "an edit alone", "a cancel"])
+async def test_partials_stop_once_the_server_has_read(slow_model_dir, what):
     async with lsp_session(slow_model_dir, options=SLOW, experimental=RESOLVING) as (client, _):
         heard = Heard(client)
         open_document(client, URI, TEXT)
         old, _, old_future = heard.request()
         await _until(lambda: heard.partials(old), "a first partial")
-        change(client, URI, 2, LINE, CHARACTER, LINE, CHARACTER, "m")  # the user types on
         futures = [old_future]
-        if newer_request:  # as an editor asks at each key
+        if what == "a cancel":
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=old))
+        else:
+            change(client, URI, 2, LINE, CHARACTER, LINE, CHARACTER, "m")  # the user types on
+        if what == "a newer request":  # as an editor asks at each key
             new, _, new_future = heard.request(character=CHARACTER + 1)
             futures.append(new_future)
         await heard.round_trip()
         after = len(heard.events)
         results = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), 120)
         late = [p for kind, p, _ in heard.events[after:] if kind == "partial" and p.requestId == old]
-        assert late == []  # nothing of the old request once the server has read the change
-        if newer_request:
+        assert late == []  # nothing of the old request once the server has read the change or cancel
+        if what == "a newer request":
             assert heard.partials(new), "the newer request showed no partial"
-        else:
+        elif what == "an edit alone":
             assert texts(results[0]) == []  # the answer for the old text is stale
+        else:
+            assert isinstance(results[0], Exception)  # answered RequestCancelled
 
 
 async def test_confidence_comes_before_the_answer_to_a_declaring_client_only(slow_model_dir):

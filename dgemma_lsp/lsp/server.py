@@ -331,7 +331,7 @@ class DgemmaServer(LanguageServer):
         if not messages.client_handles(self.client_capabilities.experimental, messages.RESOLVING):
             return None
         self.stop_resolving(uri)
-        loop = asyncio.get_running_loop()
+        loop, handler = asyncio.get_running_loop(), asyncio.current_task()
         where = _where(uri, version, position, self.protocol.msg_id)
 
         def send(spans: tuple[Span, ...]) -> None:  # on the model worker: only queue it for the loop
@@ -339,14 +339,18 @@ class DgemmaServer(LanguageServer):
                 **where, spans=[{"text": s.text, "settled": s.settled} for s in spans]
             )
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
-                loop.call_soon_threadsafe(self._send_partial, resolving, params)
+                loop.call_soon_threadsafe(self._send_partial, resolving, params, handler)
 
         resolving = Resolving(started, send)
         self._resolving[uri] = resolving
         return resolving
 
-    def _send_partial(self, resolving: Resolving, params: messages.ResolvingParams) -> None:
-        if not resolving.stopped and self.protocol.writer is not None:  # stopped meanwhile: dropped
+    def _send_partial(
+        self, resolving: Resolving, params: messages.ResolvingParams, handler: asyncio.Task | None
+    ) -> None:
+        if resolving.stopped or (handler is not None and handler.cancelling()):
+            return  # stopped meanwhile, or $/cancelRequest came before the handler saw it: dropped
+        if self.protocol.writer is not None:
             self.protocol.notify(messages.RESOLVING, params.to_json())
 
     def stop_resolving(self, uri: str, resolving: Resolving | None = None) -> None:
