@@ -3,9 +3,20 @@ due, how a canvas becomes spans, and which parts of a final suggestion count as 
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 from dgemma_lsp.inline.evidence import Evidence
 from dgemma_lsp.inline.proposal import Proposal
-from dgemma_lsp.inline.resolving import EVERY_S, FIRST_AFTER_S, Resolving, Span, low_confidence, spans_of
+from dgemma_lsp.inline.resolving import (
+    EVERY_S,
+    FIRST_AFTER_S,
+    Outbox,
+    Resolving,
+    Span,
+    low_confidence,
+    spans_of,
+)
 from dgemma_lsp.runtime.options import parse_options
 from engine.api import CanvasStep
 
@@ -91,3 +102,26 @@ def test_the_bench_reports_first_partials_answers_and_gaps():
     assert result["requests"] == 2 and result["with_partials"] == 1
     assert round(result["first_partial_p50_ms"]) == 120 and round(result["answer_p95_ms"]) == 900
     assert round(result["gap_min_ms"]) == 60 and result["partials_per_answer"] == 1.5
+
+
+async def test_the_outbox_sends_only_the_newest_partial_and_spaces_them_on_the_loop():
+    loop = asyncio.get_running_loop()
+    got: list[tuple[str, float]] = []
+    arrived = asyncio.Event()
+
+    def deliver(message: str) -> None:
+        got.append((message, loop.time()))
+        arrived.set()
+
+    outbox = Outbox(loop, deliver)
+    worker = threading.Thread(target=lambda: [outbox.put(m) for m in ("a", "b", "c")])
+    worker.start()
+    worker.join()  # three queued before the loop runs a single callback: only the newest goes out
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert [m for m, _ in got] == ["c"]
+    arrived.clear()
+    outbox.put("d")
+    outbox.put("e")
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert [m for m, _ in got] == ["c", "e"]
+    assert got[1][1] - got[0][1] >= EVERY_S  # held back until the interval had passed

@@ -10,9 +10,12 @@ final suggestion whose tokens the model gave less than LOW_CONFIDENCE (`dgemma/c
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 from dgemma_lsp.inline.planning import Plan
 from dgemma_lsp.inline.proposal import Proposal
@@ -24,6 +27,8 @@ FIRST_AFTER_S = 0.1
 EVERY_S = 0.05  # at most one partial this often: enough to look alive, little for a client to redraw
 # Below this probability a token is more likely some other token than the one shown: drawn dimmer.
 LOW_CONFIDENCE = 0.5
+
+Message = TypeVar("Message")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,42 @@ class Resolving:
 
     def stop(self) -> None:
         self.stopped = True
+
+
+class Outbox(Generic[Message]):
+    """Partials from the model worker to the event loop: `put` (any thread) queues one, the loop hands
+    `deliver` only the newest waiting, and never sooner than EVERY_S after the one before (a busy loop
+    may run two queued callbacks back to back)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None]) -> None:
+        self.loop = loop
+        self.deliver = deliver
+        self._waiting: deque[Message] = deque()  # appends and pops are atomic: no lock
+        self._next = 0.0  # loop time before which nothing more is delivered
+        self._timer: asyncio.TimerHandle | None = None
+
+    def put(self, message: Message) -> None:
+        self._waiting.append(message)
+        self.loop.call_soon_threadsafe(self._flush)
+
+    def _flush(self) -> None:
+        newest = None
+        while self._waiting:
+            newest = self._waiting.popleft()  # an older one waiting is dropped: it is out of date
+        if newest is None:
+            return
+        now = self.loop.time()
+        if now < self._next:
+            self._waiting.appendleft(newest)  # before any newer one the worker queued meanwhile
+            if self._timer is None:
+                self._timer = self.loop.call_at(self._next, self._after_wait)
+            return
+        self._next = now + EVERY_S
+        self.deliver(newest)
+
+    def _after_wait(self) -> None:
+        self._timer = None
+        self._flush()
 
 
 def low_confidence(proposal: Proposal, threshold: float = LOW_CONFIDENCE) -> list[tuple[int, int]]:

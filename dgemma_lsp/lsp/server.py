@@ -25,7 +25,7 @@ from dgemma_lsp.documents.positions import index_to_column
 from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.decision import Considered
 from dgemma_lsp.inline.proposal import Proposal
-from dgemma_lsp.inline.resolving import Resolving, Span, low_confidence
+from dgemma_lsp.inline.resolving import Outbox, Resolving, Span, low_confidence
 from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import client_log, messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
@@ -331,27 +331,27 @@ class DgemmaServer(LanguageServer):
         if not messages.client_handles(self.client_capabilities.experimental, messages.RESOLVING):
             return None
         self.stop_resolving(uri)
-        loop, handler = asyncio.get_running_loop(), asyncio.current_task()
+        handler = asyncio.current_task()
         where = _where(uri, version, position, self.protocol.msg_id)
+
+        def deliver(params: messages.ResolvingParams) -> None:  # on the event loop
+            if resolving.stopped or (handler is not None and handler.cancelling()):
+                return  # stopped meanwhile, or $/cancelRequest came before the handler saw it: dropped
+            if self.protocol.writer is not None:
+                self.protocol.notify(messages.RESOLVING, params.to_json())
+
+        outbox = Outbox(asyncio.get_running_loop(), deliver)
 
         def send(spans: tuple[Span, ...]) -> None:  # on the model worker: only queue it for the loop
             params = messages.ResolvingParams(
                 **where, spans=[{"text": s.text, "settled": s.settled} for s in spans]
             )
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
-                loop.call_soon_threadsafe(self._send_partial, resolving, params, handler)
+                outbox.put(params)
 
         resolving = Resolving(started, send)
         self._resolving[uri] = resolving
         return resolving
-
-    def _send_partial(
-        self, resolving: Resolving, params: messages.ResolvingParams, handler: asyncio.Task | None
-    ) -> None:
-        if resolving.stopped or (handler is not None and handler.cancelling()):
-            return  # stopped meanwhile, or $/cancelRequest came before the handler saw it: dropped
-        if self.protocol.writer is not None:
-            self.protocol.notify(messages.RESOLVING, params.to_json())
 
     def stop_resolving(self, uri: str, resolving: Resolving | None = None) -> None:
         """No more partials for `uri` (its text changed, a newer request came); with `resolving`, for that

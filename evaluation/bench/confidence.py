@@ -4,7 +4,8 @@ reports for it (`dgemma/confidence` dims the tokens below dgemma_lsp.inline.reso
 For held-out rows, the suggestion the pipeline shows (no deadline, so the figures do not depend on the
 machine's load), each of its tokens scored by the value the server reads (the next-token head's where it
 scored the text, else the canvas's): right when the suggestion up to the token's end is a prefix of what
-the user would type. Prints the share right per band of confidence, and below and above the threshold.
+the user would type, read up to the first wrong token. Prints the share right per band of confidence,
+and below and above the threshold.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ BANDS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.01)
 
 
 def scored_tokens(text: str, reference: str, offsets: tuple[int, ...], values: tuple[float, ...]):
-    """(confidence, right) per token of a suggestion `text` against `reference`."""
+    """(confidence, right) for each token of a suggestion `text` up to its first wrong one (the tokens
+    after it are wrong because of it, whatever the model thought of them)."""
     ends = (*offsets[1:], len(text))
     for end, value in zip(ends, values, strict=False):
-        yield value, reference.startswith(text[:end])
+        right = reference.startswith(text[:end])
+        yield value, right
+        if not right:
+            return
 
 
 def report(name: str, band: list[bool], total: int) -> None:
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         best = proposals[0]
         values = best.evidence.head_confidence or best.evidence.confidence
         tokens.extend(scored_tokens(best.text, view.reference, best.evidence.offsets, values))
-    print(f"{len(items)} rows, {shown} with a suggestion, {len(tokens)} tokens shown")
+    print(f"{len(items)} rows, {shown} with a suggestion, {len(tokens)} tokens up to the first wrong one")
     for low, high in itertools.pairwise(BANDS):
         report(
             f"[{low:.1f}, {min(high, 1.0):.1f}{')' if high < 1 else ']'}",

@@ -6,7 +6,9 @@ and asks for completions where the typing scripts of `dgemma-lsp bench` type (at
 segment and halfway through it), one at a time, with no deadline and no drafts (--drafts keeps them):
 every answer of random weights then runs all its denoising steps. Prints p50 / p95 of the time from
 the request to the first dgemma/resolving and to the answer, the partials per answer and the gaps
-between them.
+between them. Then, in this process, a single-line completion at the demo cursor with the same options,
+and what an observer due at every step adds to a step (the sampler's softmax over the canvas, the
+report of the most confident row, its spans).
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.positions import LineIndex
+from dgemma_lsp.documents.workspace import standalone
+from dgemma_lsp.inline.planning import prepare
+from dgemma_lsp.runtime.options import parse_options
 from dgemma_lsp.runtime.stats import percentile
+from engine import load_engine
+from engine.api import CanvasStep
 from evaluation.bench.driver import BenchClient
+from evaluation.bench.profile import DEMO
 from evaluation.bench.scripts import load_scripts
 
 RESOLVING = "dgemma/resolving"
@@ -107,6 +117,47 @@ async def run(model: str, limit: int, drafts: bool = False) -> list[Timed]:
     return samples
 
 
+class EveryStep:
+    """An observer due at every step that keeps nothing: what observing costs the engine itself."""
+
+    def due(self) -> bool:
+        return True
+
+    def __call__(self, step: CanvasStep) -> None:
+        pass
+
+
+def engine_figures(model: str, repeat: int = 12) -> dict:
+    """A single-line completion's engine call at the demo cursor, and the time per step it adds to be
+    observed at every step: calls with and without the observer alternating, the fastest of each
+    (the least disturbed by other programs on the machine)."""
+    engine = load_engine(model)
+    text = DEMO.read_text()
+    snapshot = standalone(text, "python", LanguageRegistry()).snapshot()
+    options, _ = parse_options(OPTIONS)
+    request = prepare(snapshot, text.index("return \n") + len("return "), options, engine, 0.0).request
+    per_step: dict[bool, list[float]] = {False: [], True: []}
+    walls, steps = [], 0
+    for index in range(2 * repeat + 1):
+        observed = index % 2 == 1
+        engine.reset_cache()
+        started = time.perf_counter()
+        result = engine.infill(replace(request, observer=EveryStep() if observed else None))
+        if index == 0:
+            continue  # warm-up
+        if not observed:
+            walls.append(1000 * (time.perf_counter() - started))
+        steps = result.steps
+        per_step[observed].append(result.timings.canvas_ms / max(1, result.steps))
+    plain, watched = min(per_step[False]), min(per_step[True])
+    return {
+        "engine_call_p50_ms": statistics.median(walls),
+        "steps": steps,
+        "step_ms": plain,
+        "observed_step_extra_ms": watched - plain,
+    }
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
@@ -127,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             model = str(build_slow_checkpoint(Path(folder)))
             print(f"built the slow model in {time.monotonic() - started:.1f} s")
         samples = asyncio.run(run(model, args.requests, args.drafts))
+        engine = engine_figures(model)
     result = figures(samples)
     print(
         f"{result['requests']} completions, {result['with_partials']} with partials; first dgemma/resolving "
@@ -135,10 +187,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['partials_per_answer']:.1f} partials per answer, gaps between them min "
         f"{_ms(result['gap_min_ms'])} ms, p50 {_ms(result['gap_p50_ms'])} ms"
     )
+    print(
+        f"in this process: a single-line engine call at the demo cursor "
+        f"{engine['engine_call_p50_ms']:.0f} ms ({engine['steps']} steps, the fastest "
+        f"{engine['step_ms']:.1f} ms); observed at every step, it takes "
+        f"{engine['observed_step_extra_ms']:+.2f} ms more"
+    )
     if args.json:
-        args.json.write_text(
-            json.dumps({"figures": result, "samples": [asdict(s) for s in samples]}, indent=1)
-        )
+        dump = {"figures": result, "engine": engine, "samples": [asdict(s) for s in samples]}
+        args.json.write_text(json.dumps(dump, indent=1))
     return 0
 
 
