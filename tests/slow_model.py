@@ -2,8 +2,9 @@
 (DiffusionGemmaForBlockDiffusion, the bundled model's tokenizer), large enough that a completion takes
 several hundred milliseconds on a laptop CPU. Built at run time in seconds, never committed as weights.
 
-Its text is noise and its canvas never settles (random weights are never confident), so every request
-runs all its steps: what the resolving notifications and their benchmark need (docs/performance.md).
+Its text is noise and a canvas from noise never settles (random weights are never confident), so a
+request without drafts runs all its steps: what the resolving notifications and their benchmark need
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ STEPS = 12  # denoising steps per canvas (the released model's default is 48)
 
 
 def slow_shape():
-    """The "base" shape four layers deep with four experts (hidden 384): ~17M parameters, under the size
-    the engine runs on one thread of a small CPU, ~12M active per token."""
+    """The "base" shape four layers deep with four experts (hidden 384): 17.5M parameters, under the size
+    the engine runs on one thread of a small CPU, ~13M active per token."""
     from training.shapes import shape_by_name
 
     return shape_by_name("base", num_layers=4, num_experts=4)

@@ -5,7 +5,6 @@ the tiny one for the confidence of final answers."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 import uuid
 from pathlib import Path
@@ -111,8 +110,9 @@ async def test_a_declaring_client_sees_the_canvas_settle_and_gets_the_same_answe
     arrivals = [t for _, t in partials]
     assert arrivals[0] - sent >= 0.1  # none before the completion has run 100 ms
     assert all(t <= answered for t in arrivals)  # none after the answer
-    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert not gaps or min(gaps) >= 0.025  # at most one per 50 ms (loosely: delivery jitters)
+    # At most one per 50 ms after the first 100 ms, on the server's clock; this client may read two at
+    # once when it is slow, so the bound is on their number within the time the answer took.
+    assert len(partials) <= (answered - sent - 0.1) / 0.05 + 1
     first = partials[0][0]
     assert first.textDocument.uri == URI and first.version == 1
     assert (first.position.line, first.position.character) == (LINE, CHARACTER)
