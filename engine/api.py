@@ -61,6 +61,31 @@ class CancelFlag(threading.Event):
 
 
 @dataclass(frozen=True)
+class CanvasStep:
+    """The canvas after a denoising step, as its most confident row would emit it now: what an observer
+    shows while the answer settles (the engine's raw text, before any caller post-processes it)."""
+
+    step: int  # denoising steps the request's pass has taken (0: the seeded draft, before the first)
+    text: str  # earlier canvases' text and this canvas's up to its first EOS, without the request's lead
+    # Character ranges of `text` the model is sure of: accepted by the entropy bound at this step, fixed,
+    # emitted by an earlier canvas, or in a row that has converged; the rest may still change.
+    settled: tuple[tuple[int, int], ...]
+    confidence: tuple[float, ...]  # each token's probability at temperature 1 (0.0 before the first step)
+    offsets: tuple[int, ...]  # where each token starts in `text`
+    draft: int | None = None  # the request's draft the row started from, as in Candidate.draft
+
+
+class CanvasObserver(Protocol):
+    """Shown the canvas as it settles, on the engine's thread, between denoising steps; it must return
+    at once. The engine asks `due()` after each step and builds a CanvasStep (reads the canvas, decodes
+    its text) only when it says yes, so an observer decides what it costs."""
+
+    def due(self) -> bool: ...
+
+    def __call__(self, step: CanvasStep) -> None: ...
+
+
+@dataclass(frozen=True)
 class Snippet:
     """Code from another file of the repository for the model to read: a window similar to the code at
     the cursor, or the definitions of names the file imports."""
@@ -128,6 +153,8 @@ class InfillRequest:
     # the retrieved set does, so typing at the cursor keeps the prompt cache.
     context: tuple[Snippet, ...] = ()
     cancel: CancelToken | None = field(default=None, compare=False)
+    # Told of the canvas between denoising steps (engines that cannot see theirs tell it nothing).
+    observer: CanvasObserver | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -217,6 +244,22 @@ def best_first(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
         if found.text not in seen or found.mean_confidence > seen[found.text].mean_confidence:
             seen[found.text] = found
     return tuple(sorted(seen.values(), key=lambda c: c.mean_confidence, reverse=True))
+
+
+def token_ranges(offsets: tuple[int, ...], chosen: list[bool], length: int) -> tuple[tuple[int, int], ...]:
+    """Character ranges of a text of `length` covered by runs of the `chosen` tokens (token i runs from
+    its offset to the next token's, the last one to the end)."""
+    ranges: list[tuple[int, int]] = []
+    ends = (*offsets[1:], length)
+    for start, end, take in zip(offsets, ends, chosen, strict=False):
+        end = min(end, length)
+        if not take or end <= start:
+            continue
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return tuple(ranges)
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,15 @@ import torch
 from engine.api import (
     AllocationWindow,
     Candidate,
+    CanvasObserver,
+    CanvasStep,
     EngineInfo,
     InfillRequest,
     InfillResult,
     StopReason,
     Timings,
     best_first,
+    token_ranges,
 )
 from engine.autoregressive import Greedy, decode_autoregressive, greedy_tokens
 from engine.backbone import Backbone
@@ -161,9 +164,13 @@ class LocalEngine:
                 request, n, left, block, generator, drafts if index == 0 else [], first=index == 0
             )
             canvas_start = time.perf_counter()
+            watch = None
+            if request.observer is not None:
+                emits = min(left, spec.middle_length)
+                watch = _CanvasReport(self, request.observer, rows, steps, emits, request.lead, len(drafts))
             outcome = denoise(
                 self.backbone, cache, spec, settings, self.bias, self.eos_ids, generator,
-                deadline=request.deadline, cancel=request.cancel, buffers=self.buffers,
+                deadline=request.deadline, cancel=request.cancel, buffers=self.buffers, watch=watch,
             )  # fmt: skip
             canvas_s += time.perf_counter() - canvas_start
             steps += outcome.steps
@@ -388,16 +395,22 @@ class LocalEngine:
             start = len(self.format.decode(tokens[:end]))
         return tuple(offsets)
 
+    def text_of(self, tokens: list[int], lead: str = "") -> tuple[str, tuple[int, ...]]:
+        """The text of a row's `tokens` as the editor inserts it (without the request's lead), and where
+        each token starts in it."""
+        written = self.format.clean(self.format.decode(tokens))
+        offsets = self._offsets(tokens, written)
+        text = without_lead(written, lead)
+        if len(text) < len(written):
+            offsets = offsets_without_lead(offsets, lead)
+        return text, offsets
+
     def _candidates(self, rows: list[_Row], drafts: int = 0, lead: str = "") -> tuple[Candidate, ...]:
         """Distinct texts (without the request's lead), best first by mean confidence; each says which
         draft row it came from."""
         candidates = []
         for index, row in enumerate(rows):
-            written = self.format.clean(self.format.decode(row.tokens))
-            offsets = self._offsets(row.tokens, written)
-            text = without_lead(written, lead)
-            if len(text) < len(written):
-                offsets = offsets_without_lead(offsets, lead)
+            text, offsets = self.text_of(row.tokens, lead)
             candidates.append(
                 Candidate(
                     text=text,
@@ -408,6 +421,59 @@ class LocalEngine:
                 )
             )
         return best_first(candidates)
+
+
+class _CanvasReport:
+    """The sampler's view of a canvas (`StepWatch`) turned into the request's CanvasSteps: the most
+    confident row's text so far, the tokens earlier canvases emitted for it included (and settled)."""
+
+    def __init__(
+        self,
+        engine: LocalEngine,
+        observer: CanvasObserver,
+        rows: list[_Row],
+        steps_before: int,
+        emits: int,
+        lead: str,
+        drafts: int,
+    ) -> None:
+        self.engine, self.observer, self.rows = engine, observer, rows
+        self.steps_before, self.emits, self.lead, self.drafts = steps_before, emits, lead, drafts
+
+    def due(self) -> bool:
+        return self.observer.due()
+
+    def seen(self, step: int, tokens: torch.Tensor, confidence: torch.Tensor, settled: torch.Tensor) -> None:
+        eos = self.engine.format.eos_ids
+        canvases = []  # per row: (tokens, confidences, settled) it would emit now, earlier canvases first
+        for row, ids, probs, sure in zip(
+            self.rows,
+            tokens[:, : self.emits].tolist(),
+            confidence[:, : self.emits].tolist(),
+            settled[:, : self.emits].tolist(),
+            strict=True,
+        ):
+            end = 0 if row.ended else next((i for i, t in enumerate(ids) if t in eos), len(ids))
+            canvases.append(
+                (row.tokens + ids[:end], row.confidence + probs[:end], [True] * len(row.tokens) + sure[:end])
+            )
+        best = max(range(len(canvases)), key=lambda i: _mean(canvases[i][1]))
+        ids, probs, sure = canvases[best]
+        text, offsets = self.engine.text_of(ids, self.lead)
+        self.observer(
+            CanvasStep(
+                step=self.steps_before + step,
+                text=text,
+                settled=token_ranges(offsets, sure, len(text)),
+                confidence=tuple(probs),
+                offsets=offsets,
+                draft=best if best < self.drafts else None,
+            )
+        )
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 _STRING = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -82,6 +82,18 @@ class CanvasSpec:
     def __post_init__(self) -> None:
         if not self.middle_length:
             self.middle_length = self.init.shape[1]
+
+
+class StepWatch(Protocol):
+    """Shown the canvas between steps when it says it is `due` (nothing is read off the canvas otherwise):
+    the argmax each row would emit now ([B, C]), each token's confidence at temperature 1 ([B, C]) and
+    which positions are settled ([B, C] bool). The tensors are the sampler's own: read them at once."""
+
+    def due(self) -> bool: ...
+
+    def seen(
+        self, step: int, tokens: torch.Tensor, confidence: torch.Tensor, settled: torch.Tensor
+    ) -> None: ...
 
 
 def noise_canvas(batch: int, length: int, vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -207,9 +219,11 @@ def denoise(
     deadline: float | None = None,
     cancel: CancelToken | None = None,
     buffers: Buffers | None = None,
+    watch: StepWatch | None = None,
 ) -> CanvasOutcome:
     """Denoise one canvas; `cache` holds the encoded prompt and is only read; `buffers`: where the
-    arrays over the vocabulary are worked out (the engine's, kept from one request to the next).
+    arrays over the vocabulary are worked out (the engine's, kept from one request to the next);
+    `watch`: shown the seeded canvas before the first step and the canvas after each step but the last.
 
     All tensors live on the backbone's device (bias, eos_ids, spec and generator included).
     """
@@ -232,6 +246,8 @@ def denoise(
     reason: StopReason = "max_steps"
     steps = 0
     forward_s = 0.0
+    if watch is not None and spec.guess is not None and watch.due():  # a seed or draft, shown at once
+        watch.seen(0, spec.guess, torch.zeros_like(final_confidence), fixed)
     for remaining in range(settings.max_steps, 0, -1):
         forward_start = time.perf_counter()
         # The previous step's probabilities are still in `probs`: the step's self-conditioning reads them.
@@ -284,6 +300,10 @@ def denoise(
         if deadline is not None and time.monotonic() + (time.perf_counter() - forward_start) >= deadline:
             reason = "deadline"
             break
+        if watch is not None and remaining > 1 and watch.due():  # another step follows: the canvas now
+            confidence = confidence_of(logits, bias, final, scratch=log_probs)
+            rows = done[:, None]
+            watch.seen(steps, final, torch.where(rows, final_confidence, confidence), accepted | rows)
     if steps and not bool(done.all()):  # the rows still moving: confidence from the last step's logits
         rows = ~done
         final_confidence[rows] = confidence_of(logits, bias, final, scratch=log_probs)[rows]

@@ -26,6 +26,7 @@ from dgemma_lsp.inline.habits import Habits
 from dgemma_lsp.inline.pipeline import Completion, execute
 from dgemma_lsp.inline.planning import Plan, prepare
 from dgemma_lsp.inline.proposal import Proposal
+from dgemma_lsp.inline.resolving import Resolving
 from dgemma_lsp.inline.reuse import Source, context_key, read_by
 from dgemma_lsp.runtime.options import Options
 from dgemma_lsp.runtime.scheduler import Scheduler, Superseded
@@ -71,9 +72,11 @@ class InlineService:
         started: float,
         is_current: Callable[[], bool],
         explicit: bool = False,
+        resolving: Resolving | None = None,
     ) -> Answer | None:
         """The answer at `cursor`, or None when it was superseded or the text moved on meanwhile;
-        `explicit`: the user asked for it (an editor's trigger key), so every suggestion is shown."""
+        `explicit`: the user asked for it (an editor's trigger key), so every suggestion is shown;
+        `resolving`: shown the engine's canvas as it settles (dgemma/resolving), when the engine runs."""
         memory = opened.inline
         if (outcome := memory.observe_request(cursor)) is not None:
             self.habits.record(outcome)
@@ -103,6 +106,8 @@ class InlineService:
                 shown = tuple(c.proposal for c in moved if c.shown)
                 memory.watch_shown(shown)
                 return Answer(shown, "speculative", context, completion.result, considered=moved)
+        if resolving is not None:  # dgemma/resolving (resolving.py): the engine shows it its canvas
+            plan = resolving.watching(plan)
         submitted = time.monotonic()
         future = self._submit(opened.document.uri, plan, engine)
         try:

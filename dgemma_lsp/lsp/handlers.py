@@ -105,6 +105,7 @@ def did_save(ls: DgemmaServer, params: types.DidSaveTextDocumentParams) -> None:
 
 def did_change(ls: DgemmaServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
+    ls.stop_resolving(uri)  # a partial of the text before this change would be drawn in the wrong place
     try:
         edit = ls.documents.change(uri, params.text_document.version, params.content_changes)
     except UnknownDocument:
@@ -159,17 +160,21 @@ async def inline_completion(
     version = opened.document.version
     if not await ls.documents.parsed(uri, version):  # the keystroke's parse, on the parser thread
         return types.InlineCompletionList(items=[])  # typed on (or closed) meanwhile: a newer request comes
+    resolving = ls.resolving_for(uri, version, params.position, started)  # dgemma/resolving, or None
     try:
         is_current = lambda: ls.documents.is_current(uri, version)  # noqa: E731 - read once the model is done
         answer = await ls.inline.complete(
-            opened, ls.documents.snapshot(uri), cursor, ls.options, engine, started, is_current, explicit
-        )
+            opened, ls.documents.snapshot(uri), cursor, ls.options, engine, started, is_current, explicit,
+            resolving,
+        )  # fmt: skip
     except asyncio.CancelledError:
         ls.stats.cancelled += 1
         raise
     except EngineError as err:  # a remote server down, slow or confused: said in the status
         ls.engine_failed(err)
         return types.InlineCompletionList(items=[])
+    finally:
+        ls.stop_resolving(uri, resolving)  # no partial after the answer
     if answer is None:
         return types.InlineCompletionList(items=[])
     ls.send_suggestion_facts(uri, version, params.position, answer.considered)
@@ -188,6 +193,7 @@ async def inline_completion(
     )  # fmt: skip
     if ls.options.debug_log:
         logger.debug("completion at %s (%s): %r", cursor, answer.source, [p.text for p in answer.proposals])
+    ls.send_confidence(uri, version, params.position, answer.proposals)  # dgemma/confidence, if declared
     return to_lsp.inline_completion_list(answer.proposals, opened.document, ls.documents.encoding)
 
 

@@ -15,6 +15,8 @@ NEXT_EDIT = "dgemma/nextEdit"  # request, client -> server
 STATS = "dgemma/stats"  # request, client -> server
 SUGGESTION = "dgemma/suggestion"  # notification, server -> client: a benchmark's view of the decision
 CAPABILITY = "dgemma"  # the key under the client's `experimental` capability
+RESOLVING = "dgemma/resolving"  # notification, server -> client: a slow completion's canvas as it settles
+CONFIDENCE = "dgemma/confidence"  # notification, server -> client: a completion's unsure parts
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,38 @@ class SuggestionFacts:
     line: int
     character: int
     items: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResolvingParams:
+    """`dgemma/resolving` params: the text so far of the completion that `requestId` (the
+    textDocument/inlineCompletion request's id) will answer at `position`, as runs of settled and
+    unsettled text ({text, settled}); the engine's raw canvas, before the post-processing of the answer."""
+
+    textDocument: dict[str, str]  # {uri}; camelCase: the wire names
+    version: int
+    position: dict[str, int]  # {line, character}, as the request gave it
+    requestId: int | str
+    spans: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ConfidenceParams:
+    """`dgemma/confidence` params, sent right before the textDocument/inlineCompletion response
+    `requestId` to a client that declares it: for each item of the response that has any, the ranges of
+    its insertText the model was unsure of (`low`: [start, end) pairs in the client's position encoding)."""
+
+    textDocument: dict[str, str]
+    version: int
+    position: dict[str, int]
+    requestId: int | str
+    items: list[dict[str, Any]]  # {insertText, low: [[start, end], ...]}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,8 +21,11 @@ from pygls.lsp.server import LanguageServer
 
 from dgemma_lsp import __version__
 from dgemma_lsp.documents.languages import LanguageRegistry
+from dgemma_lsp.documents.positions import index_to_column
 from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.decision import Considered
+from dgemma_lsp.inline.proposal import Proposal
+from dgemma_lsp.inline.resolving import Outbox, Resolving, Span, low_confidence
 from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import client_log, messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
@@ -89,6 +92,7 @@ class DgemmaServer(LanguageServer):
         rpc_log = logging.getLogger("pygls.protocol.json_rpc")
         if not any(isinstance(f, AnsweredCancels) for f in rpc_log.filters):
             rpc_log.addFilter(AnsweredCancels())
+        self._resolving: dict[str, Resolving] = {}  # uri -> the canvas observer of its running completion
 
     def _with_override(self, options: Options) -> Options:
         return replace(options, model=self.model_override) if self.model_override else options
@@ -380,10 +384,87 @@ class DgemmaServer(LanguageServer):
         if source in MODEL_SOURCES:
             self.last_latency_ms = latency_ms
 
+    # --- the suggestion as it settles, and its unsure parts (dgemma/resolving, dgemma/confidence)
+
+    def resolving_for(
+        self, uri: str, version: int, position: types.Position, started: float
+    ) -> Resolving | None:
+        """The canvas observer for the inline completion being handled, when the client declared
+        `dgemma/resolving` (None otherwise: no partials and no work); the document's previous one stops."""
+        if not messages.client_handles(self.client_capabilities.experimental, messages.RESOLVING):
+            return None
+        self.stop_resolving(uri)
+        handler = asyncio.current_task()
+        where = _where(uri, version, position, self.protocol.msg_id)
+
+        def deliver(params: messages.ResolvingParams) -> None:  # on the event loop
+            if resolving.stopped or (handler is not None and handler.cancelling()):
+                return  # stopped meanwhile, or $/cancelRequest came before the handler saw it: dropped
+            if self.protocol.writer is not None:
+                self.protocol.notify(messages.RESOLVING, params.to_json())
+
+        outbox = Outbox(asyncio.get_running_loop(), deliver)
+
+        def send(spans: tuple[Span, ...]) -> None:  # on the model worker: only queue it for the loop
+            params = messages.ResolvingParams(
+                **where, spans=[{"text": s.text, "settled": s.settled} for s in spans]
+            )
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
+                outbox.put(params)
+
+        resolving = Resolving(started, send)
+        self._resolving[uri] = resolving
+        return resolving
+
+    def stop_resolving(self, uri: str, resolving: Resolving | None = None) -> None:
+        """No more partials for `uri` (its text changed, a newer request came); with `resolving`, for that
+        request only (it was answered)."""
+        current = self._resolving.get(uri)
+        if current is not None and (resolving is None or current is resolving):
+            del self._resolving[uri]
+            current.stop()
+        if resolving is not None:
+            resolving.stop()
+
+    def send_confidence(
+        self, uri: str, version: int, position: types.Position, proposals: tuple[Proposal, ...]
+    ) -> None:
+        """`dgemma/confidence` before an inline completion's response, to a client that declared it (and
+        with `completion.showConfidence` on): where each item's text is unsure, in the client's units."""
+        if not self.options.completion.show_confidence or not messages.client_handles(
+            self.client_capabilities.experimental, messages.CONFIDENCE
+        ):
+            return
+        encoding = self.documents.encoding
+        items = []
+        for proposal in proposals:
+            low = low_confidence(proposal)
+            if low:
+                text = proposal.text
+                units = [
+                    [index_to_column(text, a, encoding), index_to_column(text, b, encoding)] for a, b in low
+                ]
+                items.append({"insertText": text, "low": units})
+        if items:
+            where = _where(uri, version, position, self.protocol.msg_id)
+            self.protocol.notify(
+                messages.CONFIDENCE, messages.ConfidenceParams(**where, items=items).to_json()
+            )
+
     def send_status(self) -> None:
         """`dgemma/status`, to a client that declared it handles it (the others get only standard LSP)."""
         if messages.client_handles(self.client_capabilities.experimental, messages.STATUS):
             self.protocol.notify(messages.STATUS, self.status().to_json())
+
+
+def _where(uri: str, version: int, position: types.Position, request_id: object) -> dict:
+    """The fields that say which document, position and request a notification is about."""
+    return {
+        "textDocument": {"uri": uri},
+        "version": version,
+        "position": {"line": position.line, "character": position.character},
+        "requestId": request_id,
+    }
 
 
 def create_server(model_override: str | None = None, window: AllocationWindow | None = None) -> DgemmaServer:

@@ -118,6 +118,8 @@ class CompletionOptions:
     eagerness: str = "balanced"
     # "automatic": a suggestion as you type; "manual": only when the editor asks for one (its key).
     trigger: str = "automatic"
+    # Tell a client that declares `dgemma/confidence` which parts of a suggestion the model was unsure of.
+    show_confidence: bool = True
 
 
 @dataclass(frozen=True)
