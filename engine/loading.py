@@ -246,6 +246,7 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
             f"the tokenizer in {folder} has {prompt_format.vocab_size} tokens but the model only {vocab}: "
             "they do not belong together; put the tokenizer.json saved with these weights in the folder"
         )
+    record = training_record(folder)
     info = EngineInfo(
         name=resolved.name,
         source=str(folder),
@@ -254,10 +255,10 @@ def _load_local(resolved: ResolvedSpec, device: str, threads: int | None) -> Eng
         dtype=str(dtype).removeprefix("torch."),
         canvas_length=backbone.canvas_length,
         parameters=parameters,
-        reads_context=prompt_format.family != "fim" or trained_with_context(folder),
+        reads_context=prompt_format.family != "fim" or trained_with_context(record),
         gates=read_gates(folder),
         decision=read_decision(folder),
-        languages=trained_languages(folder),
+        languages=trained_languages(record),
     )
     logger.info("loaded %s from %s on %s", resolved.name, folder, device)
     engine = LocalEngine(backbone, prompt_format, sampler_settings(folder), info)
@@ -303,23 +304,31 @@ CALIBRATION_FILE = "calibration.json"
 GATES = ("min_mean_confidence_percent", "min_line_confidence_percent", "min_next_token_confidence_percent")
 
 
-def trained_with_context(folder: Path) -> bool:
-    """Did the run that made this checkpoint put other files' snippets in its prompts (training.json)?"""
+def training_record(folder: Path) -> dict:
+    """The training.json of the run that made the checkpoint in `folder` ({} for one made elsewhere),
+    read once per load."""
     try:
         record = json.loads((folder / "training.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def trained_with_context(record: dict) -> bool:
+    """Did the run put other files' snippets in its prompts (training.json's context_share)?"""
+    try:
         return float(record.get("config", {}).get("context_share", 0.0)) > 0
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         return False
 
 
-def trained_languages(folder: Path) -> tuple[str, ...] | None:
-    """The languages the run that made this checkpoint trained on (training.json's language weights);
-    None for a checkpoint made elsewhere, which is taken to know them all."""
+def trained_languages(record: dict) -> tuple[str, ...] | None:
+    """The languages the run trained on (training.json's language weights); None for a checkpoint made
+    elsewhere, which is taken to know them all."""
     try:
-        record = json.loads((folder / "training.json").read_text())
         weights = record["config"]["language_weights"]
         return tuple(sorted(str(name) for name, weight in weights.items() if float(weight) > 0))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
 
 

@@ -253,6 +253,10 @@ class TcpClient:
         return self.request("textDocument/inlineCompletion", params)
 
     def completion_text(self, uri: str, line: int, character: int) -> str:
+        """The completion at a cursor once what the repository holds has reached it: the server retrieves
+        other files' code on its indexer thread for the next request, so the first request at a new
+        cursor reads the open buffers only; the second reads what a leak would let through."""
+        self.complete(uri, line, character)
         answer = self.complete(uri, line, character)
         assert "result" in answer, answer
         items = answer["result"]["items"] if isinstance(answer["result"], dict) else answer["result"]
