@@ -255,7 +255,10 @@ def main(argv: list[str]) -> int:
         record = {
             "weights": {name: round(float(v), 6) for name, v in zip(FEATURE_NAMES, w, strict=True) if v != 0},
             "bias": round(b, 6),
-            "thresholds": {name: point.threshold for name, point in chosen.items()},
+            "thresholds": {
+                "balanced": args.balanced if args.balanced is not None else chosen["balanced"].threshold,
+                "quiet": args.quiet if args.quiet is not None else chosen["quiet"].threshold,
+            },
             "sure": {name: sure for name in chosen},
             "model": args.model,
             "fitted_on": {
