@@ -14,6 +14,9 @@
 ;; inline completion (lsp-inline-completion.el, lsp-mode 10.0.0 and newer)
 ;; shows its suggestions as ghost text while you type:
 ;;
+;;   C-c \            ask for a suggestion now (M-x dgemma-suggest): shown
+;;                    whatever `dgemma-eagerness' says, and the way to get
+;;                    one when `dgemma-trigger' is "manual"
 ;;   TAB or C-c C-a   accept the suggestion shown (TAB indents when none is,
 ;;                    or when it appeared too recently to have been read)
 ;;   C-n / C-p        other candidates (server option completion.candidates)
@@ -67,6 +70,30 @@ Use the full path of the command when it is not on `exec-path'."
 A plist with the server's camelCase names, for example
 \(:model \"default\" :device \"cpu\" :completion (:latencyBudgetMs 300))."
   :type 'plist)
+
+(defcustom dgemma-eagerness "balanced"
+  "How readily a suggestion is shown while you type.
+\"quiet\" shows only those the model's show-or-not decision rates likely to
+be taken, \"balanced\" more, \"eager\" every one (a model without such a
+decision is eager at every setting).  What `dgemma-suggest' asks for is
+shown whatever this says.  Sent to the server as completion.eagerness when
+it starts (it takes the place of one in `dgemma-server-options')."
+  :type '(choice (const "quiet") (const "balanced") (const "eager")))
+
+(defcustom dgemma-trigger "automatic"
+  "When suggestions come: \"automatic\" as you type, \"manual\" only when
+asked for with `dgemma-suggest' (then lsp-mode asks for none while you type
+in the buffers dgemma-lsp serves).  Sent to the server as completion.trigger
+when it starts (it takes the place of one in `dgemma-server-options')."
+  :type '(choice (const "automatic") (const "manual")))
+
+(defun dgemma--initialization-options ()
+  "`dgemma-server-options' with `dgemma-eagerness' and `dgemma-trigger' in
+its :completion."
+  (let ((completion (copy-sequence (plist-get dgemma-server-options :completion))))
+    (setq completion (plist-put completion :eagerness dgemma-eagerness))
+    (setq completion (plist-put completion :trigger dgemma-trigger))
+    (plist-put (copy-sequence dgemma-server-options) :completion completion)))
 
 (defcustom dgemma-major-modes
   '(python-mode python-ts-mode js-mode js-ts-mode typescript-mode
@@ -168,6 +195,22 @@ For `lsp-inline-completion-inhibit-predicates'."
 
 (add-to-list 'lsp-inline-completion-inhibit-predicates #'dgemma--after-indent-p)
 
+(defun dgemma--manual-p ()
+  "Whether suggestions come only when asked for (`dgemma-trigger' manual).
+For `lsp-inline-completion-inhibit-predicates': no request while typing."
+  (and (bound-and-true-p dgemma-mode) (equal dgemma-trigger "manual")))
+
+(add-to-list 'lsp-inline-completion-inhibit-predicates #'dgemma--manual-p)
+
+(defun dgemma-suggest ()
+  "Ask for a suggestion at point now, and show it as ghost text.
+It is asked as the user's (LSP's Invoked trigger): the server shows it
+whatever `dgemma-eagerness' says, and also when `dgemma-trigger' is manual."
+  (interactive)
+  (unless (dgemma--workspace)
+    (user-error "dgemma-lsp does not serve this buffer"))
+  (lsp-inline-completion-display))
+
 (defun dgemma--workspace ()
   "The dgemma-lsp workspace of the current buffer, or nil."
   (seq-find (lambda (workspace)
@@ -214,10 +257,30 @@ For `lsp-inline-completion-inhibit-predicates'."
 (defvar-local dgemma--status-text "dgemma: loading"
   "What the mode line shows of the server's last `dgemma/status'.")
 
+(defvar dgemma-mode-map (make-sparse-keymap)
+  "Keys in the buffers dgemma-lsp serves (`dgemma-suggest-keys').")
+
+(defun dgemma--set-suggest-keys (symbol keys)
+  "Set SYMBOL to KEYS, and bind KEYS to `dgemma-suggest' in `dgemma-mode-map'."
+  (when (boundp symbol)
+    (dolist (key (symbol-value symbol))
+      (define-key dgemma-mode-map (kbd key) nil)))
+  (set-default symbol keys)
+  (dolist (key keys)
+    (define-key dgemma-mode-map (kbd key) #'dgemma-suggest)))
+
+(defcustom dgemma-suggest-keys '("C-c \\")
+  "Keys that ask for a suggestion now (`dgemma-suggest'), in the buffers
+dgemma-lsp serves.  C-c followed by punctuation is the minor modes' own."
+  :type '(repeat string)
+  :set #'dgemma--set-suggest-keys)
+
 (define-minor-mode dgemma-mode
   "Show dgemma-lsp's status in the mode line of a buffer it serves.
-lsp-mode turns it on in those buffers."
-  :lighter (:eval (concat " " dgemma--status-text)))
+lsp-mode turns it on in those buffers.  \\<dgemma-mode-map>\\[dgemma-suggest]
+asks for a suggestion now."
+  :lighter (:eval (concat " " dgemma--status-text))
+  :keymap dgemma-mode-map)
 
 (defvar-local dgemma--ready nil
   "Whether the server's last `dgemma/status' said the model is ready.")
@@ -247,6 +310,7 @@ it loaded (those keys got no suggestion)."
              (eq buffer (window-buffer (selected-window))))
     (with-current-buffer buffer
       (when (and (bound-and-true-p lsp-inline-completion-mode)
+                 (not (dgemma--manual-p))
                  (not (overlayp lsp-inline-completion--overlay)))
         (lsp-inline-completion-display 'implicit)))))
 
@@ -413,7 +477,7 @@ code action without asking, `lsp-auto-execute-action')."
   :server-id 'dgemma
   :add-on? t
   :priority -1
-  :initialization-options (lambda () dgemma-server-options)
+  :initialization-options #'dgemma--initialization-options
   ;; The server sends custom notifications only to clients that declare them.
   :custom-capabilities '((experimental . ((dgemma . ((status . t))))))
   :notification-handlers (ht ("dgemma/status" #'dgemma--on-status))))

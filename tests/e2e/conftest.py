@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e import tools
 from tests.e2e.server_probe import ServerFeatures, probe
+from tests.test_worth_taking import prepared_model
 
 FIXTURES = tools.ROOT / "fixtures" / "editors"
 
@@ -45,6 +46,19 @@ def server_command() -> Path:
 @pytest.fixture(scope="session")
 def server_features(server_command: Path, tiny_model_dir: Path) -> ServerFeatures:
     return probe(server_command, tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def showing_model(tiny_model_dir: Path, tmp_path_factory) -> Path:
+    """The tiny model with a show-or-not decision that keeps every suggestion (bias +30)."""
+    return prepared_model(tiny_model_dir, tmp_path_factory.mktemp("decided") / "showing", bias=30.0)
+
+
+@pytest.fixture(scope="session")
+def hiding_model(tiny_model_dir: Path, tmp_path_factory) -> Path:
+    """The tiny model with a show-or-not decision that hides every suggestion it is not asked for
+    (bias -30): only the editor's suggest key, or eagerness "eager", shows one."""
+    return prepared_model(tiny_model_dir, tmp_path_factory.mktemp("decided") / "hiding", bias=-30.0)
 
 
 @pytest.fixture(scope="session")

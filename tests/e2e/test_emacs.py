@@ -456,3 +456,79 @@ def test_a_rejected_rewrite_leaves_the_buffer(emacs: Emacs, server_features):
         )
         is None
     )
+
+
+# The show-or-not decision and the suggest key (C-c \\), with prepared models: their decision.json alone
+# decides. Each display lsp-mode ran is noted once it has returned (lsp-mode waits for the server's
+# answer and draws it before that): whether it was asked for with the key or while typing, the line
+# up to point, and whether a suggestion is shown.
+ANSWERS = """
+(defvar dgemma-test-answers nil "(how line-before-point shown) of each display answered, newest first")
+(advice-add 'lsp-inline-completion-display :around
+  (lambda (display &optional implicit)
+    (prog1 (funcall display implicit)
+      (push (list (if implicit "typed" "asked")
+                  (buffer-substring-no-properties (line-beginning-position) (point))
+                  (if (overlayp lsp-inline-completion--overlay) "shown" "none"))
+            dgemma-test-answers))))
+"""
+ANSWERED = "(vconcat (mapcar #'vconcat dgemma-test-answers))"  # as JSON: [[how, line, shown], ...]
+# lsp-mode's idle timer for the change that made point's text has run (it asks unless inhibited).
+ASKED_AFTER_TYPING = (
+    "(let ((timer lsp-inline-completion--idle-timer)) (and timer (eq (cadr (timer--args timer)) (point))"
+    " (not (memq timer timer-idle-list))))"
+)
+TYPED_LINE = "    " + TYPED
+
+
+def answers(ed: Emacs) -> list[list]:
+    return [list(answer) for answer in ed.ask(ANSWERED)]
+
+
+def type_typed(ed: Emacs) -> None:
+    ed.go_to_end_of_line(LINE)
+    ed.type(TYPED)
+    ed.wait("the typed text", lambda: ed.line(LINE) == TYPED_LINE)
+
+
+@pytest.mark.parametrize("decision", ["showing", "hiding-but-eager"])
+def test_a_suggestion_the_decision_keeps_is_shown_while_typing(
+    decision, tmp_path, workspace, server_command, showing_model, hiding_model
+):  # fmt: skip
+    # dgemma-eagerness reaches the server: eager shows what the hiding decision would hide.
+    model, init = (
+        (showing_model, "") if decision == "showing" else (hiding_model, '(setq dgemma-eagerness "eager")\n')
+    )
+    with open_emacs(tmp_path, workspace, server_command, model, extra=ANSWERS + init) as ed:
+        type_typed(ed)
+        ed.wait("ghost text after the typed text", lambda: ed.ghost_row(TYPED_LINE), timeout=30)
+        assert ["typed", TYPED_LINE, "shown"] in answers(ed)
+
+
+def test_one_the_decision_hides_is_not_shown_while_typing_and_c_c_backslash_shows_it(
+    tmp_path, workspace, server_command, hiding_model
+):  # fmt: skip
+    with open_emacs(tmp_path, workspace, server_command, hiding_model, extra=ANSWERS) as ed:
+        type_typed(ed)
+        answered = ed.wait(
+            "the answer to the typed text", lambda: [a for a in answers(ed) if a[:2] == ["typed", TYPED_LINE]]
+        )
+        assert all(shown == "none" for _, _, shown in answered) and not ed.ghost_row(TYPED_LINE), answered
+        ed.keys("C-c", "\\")  # dgemma-suggest: asked for, the server shows what the decision hid
+        ed.wait("ghost text after the key", lambda: ed.ghost_row(TYPED_LINE), timeout=30)
+        assert answers(ed)[0] == ["asked", TYPED_LINE, "shown"]
+        assert ed.line(LINE) == TYPED_LINE
+        assert ed.problems() == {"warnings": None, "stderr": STDERR, "log errors": None, "messages": []}
+
+
+def test_with_the_manual_trigger_typing_asks_for_nothing_and_c_c_backslash_asks(
+    tmp_path, workspace, server_command, showing_model
+):  # fmt: skip
+    init = ANSWERS + '(setq dgemma-trigger "manual")\n'
+    with open_emacs(tmp_path, workspace, server_command, showing_model, extra=init) as ed:
+        type_typed(ed)
+        ed.wait("lsp-mode's turn to ask after the typed text", lambda: ed.ask(ASKED_AFTER_TYPING))
+        assert answers(ed) == [] and not ed.ghost_row(TYPED_LINE), "asked for a suggestion while typing"
+        ed.keys("C-c", "\\")
+        ed.wait("ghost text after the key", lambda: ed.ghost_row(TYPED_LINE), timeout=30)
+        assert answers(ed) == [["asked", TYPED_LINE, "shown"]]

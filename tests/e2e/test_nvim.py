@@ -39,7 +39,7 @@ vim.cmd.runtime("plugin/dgemma.lua")
 vim.opt.swapfile = false
 require("dgemma").setup({{
   cmd = {{ {server}, "--stdio" }},
-  server = {{ model = {model}, device = "cpu" }},{extra}
+  server = {{ model = {model}, device = "cpu"{server_extra} }},{extra}
   log = {{ level = "debug", file = {log} }},
 }})
 """
@@ -174,10 +174,11 @@ BUILTIN = ("0.12", "builtin")
 
 @contextlib.contextmanager
 def open_editor(
-    version: str, backend: str, tmp_path: Path, file: Path, server: Path, model: Path, ready: bool = True
-) -> Iterator[Editor]:
+    version: str, backend: str, tmp_path: Path, file: Path, server: Path, model: Path, ready: bool = True,
+    server_extra: str = "",
+) -> Iterator[Editor]:  # fmt: skip
     """Neovim `version` editing `file`, the plugin set up with `backend` and the server on `model`;
-    `ready`: once the model has loaded."""
+    `ready`: once the model has loaded; `server_extra`: more server options (", completion = {...}")."""
     binary = need(tools.find_nvim, version)
     need(tools.require_pynvim)
     import pynvim
@@ -189,6 +190,7 @@ def open_editor(
             plugin=lua(PLUGIN),
             server=lua(server),
             model=lua(model),
+            server_extra=server_extra,
             extra=BACKEND.format(backend=lua(backend)) if (version, backend) not in DEFAULT else "",
             log=lua(log),
         )
@@ -526,7 +528,8 @@ def slow_loading_copy(model: Path, folder: Path) -> Path:
 
 
 def finish_loading(folder: Path, timeout: float = 60) -> None:
-    """Let the load of a `slow_loading_copy` go on: "{}" into its FIFO once the loader reads it."""
+    """Let the load of a `slow_loading_copy` go on: "{}" into its FIFO once the loader reads it, and a
+    plain training.json with the same in its place for the engine's later reads of it."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -535,6 +538,9 @@ def finish_loading(folder: Path, timeout: float = 60) -> None:
         except OSError:  # ENXIO: the loader has not opened it yet
             assert time.monotonic() < deadline, "the engine never read training.json while loading"
             time.sleep(0.05)
+    plain = folder / "training.json.plain"
+    plain.write_text("{}")
+    plain.replace(folder / "training.json")  # the reader holds the FIFO open: it still gets what follows
     os.write(fd, b"{}")
     os.close(fd)
 
@@ -617,22 +623,25 @@ def test_a_tab_right_after_an_accept_indents_instead_of_taking_the_next_suggesti
     assert added.strip() == "", f"the second Tab inserted {added!r} of the suggestion {following!r}"
 
 
+# Lua: counts the inline completion requests the editor sends from now on (REQUESTS reads the count).
+COUNT_REQUESTS = """
+vim.g.dgemma_test_requests = {}
+vim.api.nvim_create_autocmd("LspRequest", { callback = function(event)
+  local request = event.data.request
+  if request.type == "pending" and request.method == "textDocument/inlineCompletion" then
+    local seen = vim.g.dgemma_test_requests
+    seen[tostring(event.data.request_id)] = true
+    vim.g.dgemma_test_requests = seen
+  end
+end })
+"""
+REQUESTS = "local n = 0; for _ in pairs(vim.g.dgemma_test_requests or {}) do n = n + 1 end; return n"
+
+
 def test_a_tab_that_indents_asks_for_no_suggestion(editor: Editor):
     ed = editor
-    requests = "local n = 0; for _ in pairs(vim.g.dgemma_test_requests or {}) do n = n + 1 end; return n"
-    ed.lua(
-        """
-        vim.g.dgemma_test_requests = {}
-        vim.api.nvim_create_autocmd("LspRequest", { callback = function(event)
-          local request = event.data.request
-          if request.type == "pending" and request.method == "textDocument/inlineCompletion" then
-            local seen = vim.g.dgemma_test_requests
-            seen[tostring(event.data.request_id)] = true
-            vim.g.dgemma_test_requests = seen
-          end
-        end })
-        """
-    )
+    requests = REQUESTS
+    ed.lua(COUNT_REQUESTS)
     ed.nvim.input(f"{LINE}GA")
     ed.wait("the request on entering insert mode", lambda: ed.lua(requests) == 1)
     with ed.server_stopped():  # that request is never answered: no suggestion to accept
@@ -640,3 +649,80 @@ def test_a_tab_that_indents_asks_for_no_suggestion(editor: Editor):
         ed.wait("the indent", lambda: ed.line(LINE) != "    ")
         ed.wait("the plugin to settle", lambda: not ed.lua(DUE))
         assert ed.lua(requests) == 1, "the indent asked for a suggestion: the next Tab would take it"
+
+
+# The show-or-not decision and the suggest key. The prepared models' decision.json alone decides: the
+# showing one keeps every suggestion, the hiding one every suggestion not asked for with the key.
+COLUMN = len("    " + TYPED)  # the byte column after the typed text, where the suggestion is asked for
+MANUAL = ', completion = { trigger = "manual" }'
+
+
+def answer(log: Path, how: str, line: int = LINE, column: int = COLUMN) -> int | None:
+    """How many suggestions the server's last answer at `line`:`column` held, once the plugin has drawn
+    it (it logs that after drawing, in `log`); `how`: "typed" (asked while typing) or "asked" (the key)."""
+    logged = log.read_text() if log.exists() else ""
+    found = re.findall(rf"answer at {line}:{column} \({how}\): (\d+) suggestion", logged)
+    return int(found[-1]) if found else None
+
+
+def type_typed(ed: Editor) -> None:
+    ed.nvim.input(f"{LINE}GA")
+    ed.nvim.input(TYPED)
+    ed.wait("typing", lambda: ed.line(LINE) == "    " + TYPED)
+
+
+def test_a_suggestion_the_decision_keeps_is_shown_while_typing(
+    tmp_path, workspace, server_command, showing_model
+):  # fmt: skip
+    with open_editor("0.12", "extmarks", tmp_path, workspace / FIXTURE, server_command, showing_model) as ed:
+        type_typed(ed)
+        shown = ed.wait_for_ghost()
+        assert shown and answer(ed.log, "typed"), shown
+
+
+@pytest.mark.parametrize("version", ["0.12", "0.11"])
+def test_one_it_hides_is_not_shown_while_typing_and_the_suggest_key_shows_it(
+    version, tmp_path, workspace, server_command, hiding_model
+):  # fmt: skip
+    with open_editor(version, "extmarks", tmp_path, workspace / FIXTURE, server_command, hiding_model) as ed:
+        type_typed(ed)
+        # The server has answered the request made after the last key, and the plugin has drawn that.
+        ed.wait("the answer to the typed text", lambda: answer(ed.log, "typed") is not None, timeout=30)
+        assert answer(ed.log, "typed") == 0 and ed.ghost() is None
+        assert ed.screen_ghost() == ""
+        ed.nvim.input("<M-\\>")  # the suggest key: asked for, the server shows what the decision hid
+        shown = ed.wait_for_ghost()
+        assert shown and answer(ed.log, "asked") == 1
+        assert ed.screen_ghost() == drawn(shown.split("\n")[0]).rstrip()
+        assert ed.line(LINE) == "    " + TYPED
+
+
+@pytest.mark.parametrize("version", ["0.12", "0.11"])
+def test_with_the_manual_trigger_typing_asks_for_nothing_and_the_suggest_key_asks(
+    version, tmp_path, workspace, server_command, showing_model
+):  # fmt: skip
+    with open_editor(
+        version, "extmarks", tmp_path, workspace / FIXTURE, server_command, showing_model, server_extra=MANUAL
+    ) as ed:
+        ed.lua(COUNT_REQUESTS)
+        type_typed(ed)
+        # Every key has run its autocommands by now: none started the debounce timer or sent a request.
+        assert not ed.lua(DUE) and ed.lua(REQUESTS) == 0, "a request was made while typing"
+        assert ed.ghost() is None and ed.screen_ghost() == ""
+        ed.nvim.input("<M-\\>")
+        shown = ed.wait_for_ghost()
+        assert shown and answer(ed.log, "asked") == 1 and ed.lua(REQUESTS) == 1
+        # :Dgemma suggest (from an insert-mode mapping, here the API's command) asks again.
+        ed.nvim.input("<C-]>")
+        ed.wait("the ghost text to go", lambda: ed.ghost() is None)
+        ed.nvim.command("Dgemma suggest")
+        ed.wait_for_ghost()
+        assert ed.lua(REQUESTS) == 2 and ed.mode() == "i"
+
+
+def test_the_suggest_key_with_the_builtin_backend(tmp_path, workspace, server_command, hiding_model):
+    with open_editor("0.12", "builtin", tmp_path, workspace / FIXTURE, server_command, hiding_model) as ed:
+        type_typed(ed)
+        ed.nvim.input("<M-\\>")  # at once: the key replaces the request the built-in one has pending
+        shown = ed.wait_for_ghost()
+        assert shown and ed.line(LINE) == "    " + TYPED

@@ -23,7 +23,7 @@ import pytest
 from tests.e2e import tools
 from tests.e2e.conftest import add_modules, need, poll
 from tests.e2e.terminal_png import colours, screenshot, styled
-from tests.e2e.test_nvim import FIXTURE, INIT, LINE, PLUGIN, TYPED, lua
+from tests.e2e.test_nvim import FIXTURE, INIT, LINE, PLUGIN, TYPED, answer, lua
 
 pytestmark = pytest.mark.editors
 
@@ -82,7 +82,14 @@ def nvim_in_tmux(
     log = tmp_path / "dgemma.log"
     init = tmp_path / "init.lua"
     init.write_text(
-        INIT.format(plugin=lua(PLUGIN), server=lua(server), model=lua(model), extra=extra, log=lua(log))
+        INIT.format(
+            plugin=lua(PLUGIN),
+            server=lua(server),
+            model=lua(model),
+            server_extra="",
+            extra=extra,
+            log=lua(log),
+        )
         + STATUSLINE
         + f"vim.o.termguicolors = {'true' if truecolor else 'false'}\nvim.cmd.colorscheme('default')\n"
     )
@@ -98,6 +105,12 @@ def nvim_in_tmux(
         yield screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=30)
+
+
+def typed_row(screen: Screen) -> str | None:
+    """The row of the typed text when ghost text follows it."""
+    row = next((row for row in screen.rows() if row.startswith("    " + TYPED)), None)
+    return row if row is not None and len(row.rstrip()) > len("    " + TYPED) + 1 else None
 
 
 # case: (Neovim, TERM, termguicolors)
@@ -120,12 +133,7 @@ def test_ghost_text_on_the_terminal_screen(
         tmp_path, version, server_command, tiny_model_dir, workspace / FIXTURE, term=term, truecolor=truecolor
     ) as screen:
         screen.keys(f"{LINE}GA", TYPED)
-
-        def typed_row() -> str | None:
-            row = next((row for row in screen.rows() if row.startswith("    " + TYPED)), None)
-            return row if row is not None and len(row.rstrip()) > len("    " + TYPED) + 1 else None
-
-        screen.wait("ghost text after the typed text", typed_row)
+        screen.wait("ghost text after the typed text", lambda: typed_row(screen))
         screen.wait("the latency in the statusline", lambda: re.search(r"\dms", screen.statusline()))
         ansi = "\n".join(screen.ansi_rows())
         screenshot(ansi, artifacts / f"nvim-{case}-ghost-text.png", chromium, 830, 300)
@@ -250,3 +258,18 @@ def test_the_checkhealth_window_shows_no_dgemma_status(
         screen.wait("the health report", lambda: any("dgemma: server" in row for row in screen.rows()))
         statuslines = [row for row in screen.rows() if "health://" in row]
         assert statuslines and not any("dgemma:" in row for row in statuslines), "\n".join(screen.rows())
+
+
+@pytest.mark.parametrize("version", ["0.12", "0.11"])
+def test_the_suggest_key_in_a_terminal_shows_what_the_decision_hid(
+    version, tmp_path, workspace, server_command, hiding_model
+):  # fmt: skip
+    # Alt-\ reaches Neovim through the terminal as ESC \ (tmux sends it so): the mapping must see it.
+    with nvim_in_tmux(tmp_path, version, server_command, hiding_model, workspace / FIXTURE) as screen:
+        screen.keys(f"{LINE}GA", TYPED)
+        screen.wait("the answer to the typed text", lambda: answer(screen.log, "typed") is not None)
+        assert answer(screen.log, "typed") == 0
+        screen.keys("M-\\")
+        screen.wait("ghost text after the suggest key", lambda: typed_row(screen))
+        assert answer(screen.log, "asked") == 1
+        assert "-- INSERT --" in screen.command_line()

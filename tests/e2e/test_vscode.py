@@ -60,9 +60,11 @@ def _vsix() -> Path:
 
 
 @contextlib.contextmanager
-def running_code_server(home: Path, server: Path, model: Path, **settings: object) -> Iterator[CodeServer]:
+def running_code_server(
+    home: Path, server: Path, model: Path, log_level: str = "info", **settings: object
+) -> Iterator[CodeServer]:
     """code-server with the extension installed, its user settings those of a test session (`settings`:
-    more of them, or others)."""
+    more of them, or others); `log_level`: the level of every log, the extension's output channel's too."""
     binary = need(tools.find_code_server)
     need(tools.find_playwright)
     need(tools.find_chromium)
@@ -122,6 +124,8 @@ def running_code_server(home: Path, server: Path, model: Path, **settings: objec
             "--disable-telemetry",
             "--disable-update-check",
             "--disable-workspace-trust",
+            "--log",
+            log_level,
         ],
         env=env,
         stdout=log,
@@ -175,6 +179,7 @@ def drive(
         "line": LINE,
         "column": 5,
         "readyPattern": "· cpu",
+        "logs": str(code_server.home / "user-data" / "logs"),  # the extension's log and its LSP trace
         "steps": steps,
         **extra,
     }
@@ -378,6 +383,16 @@ def test_a_tab_right_after_an_accept_inserts_a_tab_not_the_next_suggestion(code_
     assert visible(line)[len(accepted) :].strip() == "", f"the second Tab inserted the suggestion {second!r}"
 
 
+def typed_while_loading(model: Path) -> list[dict]:
+    """Steps: keys typed while `model` (a `slow_loading_copy`) loads, then its load let go on."""
+    return [
+        # "words": the lookup draft (" = text.split()") makes a suggestion whatever the model writes.
+        {"do": "type", "text": "words"},
+        {"do": "status", "pattern": "loading|DGemma$"},
+        {"do": "writeFile", "path": str(model / "training.json"), "text": "{}"},
+    ]
+
+
 def test_keys_typed_while_the_model_loads_get_a_suggestion_once_it_is_ready(
     tmp_path_factory, workspace, artifacts, server_command, tiny_model_dir
 ):  # fmt: skip
@@ -390,10 +405,7 @@ def test_keys_typed_while_the_model_loads_get_a_suggestion_once_it_is_ready(
             artifacts,
             "vscode-typed-while-loading",
             [
-                # "words": the lookup draft (" = text.split()") makes a suggestion whatever the model writes.
-                {"do": "type", "text": "words"},
-                {"do": "status", "pattern": "loading|DGemma$"},
-                {"do": "writeFile", "path": str(model / "training.json"), "text": "{}"},
+                *typed_while_loading(model),
                 {"do": "waitGhost", "timeout": 30000},  # no key after the model is ready
             ],
             readyPattern="DGemma",
@@ -417,3 +429,114 @@ def test_the_status_bar_shows_indexing_while_the_workspace_is_indexed(code_serve
     )
     shown = [step["text"] for step in seen["steps"] if step["step"] == "status"]
     assert "indexing" in shown[0] and "indexing" not in shown[1], shown
+
+
+# The show-or-not decision and the trigger key, with prepared models (their decision.json alone decides)
+# named in the workspace's settings. The LSP trace (verbose: with params and results) says when the
+# server has answered the request made at the cursor after the typed text, and with how many items:
+# vscode-languageclient writes it only when its output channel logs at the trace level.
+
+
+@pytest.fixture(scope="module")
+def tracing_code_server(tmp_path_factory, server_command: Path, tiny_model_dir: Path) -> Iterator[CodeServer]:
+    home = tmp_path_factory.mktemp("code-server-trace")
+    with running_code_server(home, server_command, tiny_model_dir, log_level="trace") as running:
+        yield running
+
+
+AT_TYPED = {"line": LINE - 1, "character": len("    " + TYPED)}
+TYPING, ASKED = 2, 1  # LSP InlineCompletionTriggerKind: Automatic, Invoked
+SUGGEST_KEY = "Alt+Backslash"  # the extension binds it to editor.action.inlineSuggest.trigger
+
+
+def workspace_settings(workspace: Path, model: Path, **settings: object) -> None:
+    """The workspace's .vscode/settings.json: the model, a verbose LSP trace and `settings`."""
+    folder = workspace / ".vscode"
+    folder.mkdir(exist_ok=True)
+    values = {"dgemma.model": str(model), "dgemma.trace.server": "verbose", **settings}
+    (folder / "settings.json").write_text(json.dumps(values, indent=2))
+
+
+@pytest.mark.parametrize("decision", ["showing", "hiding-but-eager"])
+def test_a_suggestion_the_decision_keeps_is_shown_while_typing(
+    decision, tracing_code_server, workspace, artifacts, showing_model, hiding_model
+):  # fmt: skip
+    if decision == "showing":
+        workspace_settings(workspace, showing_model)
+    else:  # the user's eagerness reaches the server: eager shows what the decision would hide
+        workspace_settings(workspace, hiding_model, **{"dgemma.completion.eagerness": "eager"})
+    seen = drive(
+        tracing_code_server,
+        workspace,
+        artifacts,
+        f"vscode-decision-{decision}",
+        [
+            {"do": "type", "text": TYPED},
+            {"do": "waitAnswer", "triggerKind": TYPING, **AT_TYPED},
+            {"do": "waitGhost", "timeout": 30000},
+        ],
+    )
+    assert seen["answers"][0]["items"] >= 1 and seen["ghost"]["first"].strip()
+
+
+def nothing_while_typing_then_the_key_shows_one(code_server, workspace, artifacts, name: str) -> None:
+    """Typed: the server's answer to the request at the cursor holds nothing and nothing is drawn; then
+    Alt+\\ asks (Invoked, as VS Code's trigger command asks) and its answer is drawn."""
+    seen = drive(
+        code_server,
+        workspace,
+        artifacts,
+        name,
+        [
+            {"do": "type", "text": TYPED},
+            {"do": "waitAnswer", "triggerKind": TYPING, **AT_TYPED},
+            {"do": "screenshot", "name": f"{name}-typed"},
+            {"do": "press", "key": SUGGEST_KEY},
+            {"do": "waitAnswer", "triggerKind": ASKED, **AT_TYPED},
+            {"do": "waitGhost", "timeout": 30000},
+            {"do": "screenshot", "name": f"{name}-asked"},
+        ],
+    )
+    typing, asked = seen["answers"]
+    assert typing["items"] == 0 and typing["ghost"] == {"first": "", "more": []}, typing
+    assert asked["items"] >= 1 and seen["ghost"]["first"].strip(), asked
+
+
+def test_one_the_decision_hides_is_not_shown_while_typing_and_alt_backslash_shows_it(
+    tracing_code_server, workspace, artifacts, hiding_model
+):  # fmt: skip
+    workspace_settings(workspace, hiding_model)
+    nothing_while_typing_then_the_key_shows_one(
+        tracing_code_server, workspace, artifacts, "vscode-decision-hiding"
+    )
+
+
+def test_with_the_manual_trigger_nothing_is_shown_while_typing_and_alt_backslash_shows_it(
+    tracing_code_server, workspace, artifacts, showing_model
+):  # fmt: skip
+    workspace_settings(workspace, showing_model, **{"dgemma.completion.trigger": "manual"})
+    nothing_while_typing_then_the_key_shows_one(
+        tracing_code_server, workspace, artifacts, "vscode-manual-trigger"
+    )
+
+
+def test_what_was_typed_while_the_model_loaded_is_asked_again_as_typing_asks(
+    tracing_code_server, workspace, artifacts, hiding_model, tmp_path
+):  # fmt: skip
+    # Once the model is ready the extension asks again at the cursor with VS Code's trigger command,
+    # which asks as the user's key does: sent as Invoked, the server would show what the decision hides.
+    model = slow_loading_copy(hiding_model, tmp_path / "slow-hiding-model")
+    workspace_settings(workspace, model)
+    seen = drive(
+        tracing_code_server,
+        workspace,
+        artifacts,
+        "vscode-asked-again-as-typing",
+        [
+            *typed_while_loading(model),
+            {"do": "waitAnswer", "triggerKind": TYPING, "line": LINE - 1, "character": 9, "since": "ready"},
+        ],
+        readyPattern="DGemma",
+    )
+    (again,) = seen["answers"]
+    assert again["items"] == 0 and again["ghost"] == {"first": "", "more": []}, again

@@ -100,6 +100,72 @@ async function ghostText(page) {
   });
 }
 
+// The extension's log (its LSP trace: "dgemma.trace.server": "verbose" in the scenario's settings) of
+// this window: the newest DiffusionGemma log under the scenario's logs folder.
+function extensionLog() {
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(full);
+      } else if (entry.name.includes("DiffusionGemma") && entry.name.endsWith(".log")) {
+        found.push({ full, mtime: fs.statSync(full).mtimeMs });
+      }
+    }
+  };
+  if (fs.existsSync(scenario.logs)) {
+    walk(scenario.logs);
+  }
+  found.sort((a, b) => b.mtime - a.mtime);
+  return found.length > 0 && found[0].mtime >= started ? fs.readFileSync(found[0].full, "utf8") : "";
+}
+
+// The inline completion requests of the trace at `line`:`character` asked with `triggerKind` (1: the
+// user's key, 2: typing), and the number of items of each one answered: [{id, items}] (items null
+// while unanswered).
+function inlineAnswers(log, line, character, triggerKind) {
+  const entries = log.split(/\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+\] )/); // one per line logged
+  const asked = new Map();
+  for (const entry of entries) {
+    const request = entry.match(/Sending request 'textDocument\/inlineCompletion - \((\d+)\)'/);
+    const params = entry.indexOf("Params: ");
+    if (request && params >= 0) {
+      const sent = JSON.parse(entry.slice(params + "Params: ".length));
+      if (
+        sent.position.line === line &&
+        sent.position.character === character &&
+        sent.context.triggerKind === triggerKind
+      ) {
+        asked.set(request[1], null);
+      }
+    }
+    const response = entry.match(/Received response 'textDocument\/inlineCompletion - \((\d+)\)'/);
+    const result = entry.indexOf("Result: ");
+    if (response && asked.has(response[1])) {
+      const answer = result >= 0 ? JSON.parse(entry.slice(result + "Result: ".length)) : null;
+      asked.set(response[1], Array.isArray(answer) ? answer.length : (answer?.items ?? []).length);
+    }
+  }
+  return Array.from(asked, ([id, items]) => ({ id, items }));
+}
+
+const started = Date.now();
+let writtenAt = 0; // the length of the extension's log when the last writeFile step ran
+
+// The extension's log, or (`since` "ready") its part from the first dgemma/status saying the model is
+// ready after the last writeFile step (the file a slow-loading model waits for).
+function logSince(since) {
+  const log = extensionLog();
+  if (since !== "ready") {
+    return log;
+  }
+  const ready = /Received notification 'dgemma\/status'\.\nParams: \{[^}]*"state": "ready"/g;
+  ready.lastIndex = writtenAt;
+  const found = ready.exec(log);
+  return found ? log.slice(found.index) : "";
+}
+
 async function main() {
   fs.mkdirSync(scenario.artifacts, { recursive: true });
   const context = await chromium.launchPersistentContext(scenario.profile, {
@@ -156,10 +222,18 @@ async function runStep(page, step) {
       note("tab at the ghost", seen.second);
       return;
     }
-    case "writeFile":
-      fs.writeFileSync(step.path, step.text); // a FIFO blocks until its reader has it
+    case "writeFile": {
+      // A FIFO blocks until its reader opens it; a plain file with the same text then takes its place,
+      // for the reader's later reads (the reader holding the FIFO open still gets what follows).
+      writtenAt = extensionLog().length;
+      const fd = fs.openSync(step.path, "w");
+      fs.writeFileSync(`${step.path}.plain`, step.text);
+      fs.renameSync(`${step.path}.plain`, step.path);
+      fs.writeSync(fd, step.text);
+      fs.closeSync(fd);
       note("wrote", { path: step.path });
       return;
+    }
     case "refactor": {
       // The Refactor menu (what the light bulb offers), and the action named `step.title` in it.
       // Asked again while the menu comes up without it (the actions of a file the server has just opened).
@@ -208,6 +282,25 @@ async function runStep(page, step) {
         return { noResults, items, tab };
       });
       note("settings", seen.settings);
+      return;
+    }
+    case "waitAnswer": {
+      // The server's answer to an inline completion request at a position, as the trace logged it
+      // (logged when it arrived: by then VS Code has it), then two frames drawn: what it shows is drawn.
+      const deadline = Date.now() + (step.timeout ?? 60000);
+      let answered = [];
+      while (!answered.some((a) => a.items !== null)) {
+        if (Date.now() > deadline) {
+          throw new Error(`no answer to a request of kind ${step.triggerKind} at ${step.line}:${step.character}`);
+        }
+        await page.waitForTimeout(100);
+        answered = inlineAnswers(logSince(step.since), step.line, step.character, step.triggerKind);
+      }
+      await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+      const answer = { triggerKind: step.triggerKind, items: answered.find((a) => a.items !== null).items };
+      answer.ghost = await ghostText(page);
+      seen.answers = [...(seen.answers ?? []), answer];
+      note("answer", answer);
       return;
     }
     case "waitNoGhost":

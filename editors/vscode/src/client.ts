@@ -93,6 +93,7 @@ export class ServerManager implements vscode.Disposable {
   private restartQueued = false;
   private readonly subscriptions: vscode.Disposable[] = [];
   private ready = false; // the last dgemma/status said the model is ready
+  private askingOnReady = false; // the trigger command running is the extension's, not the user's key
   private readonly freshness = new Freshness(
     (fresh) => void vscode.commands.executeCommand("setContext", FRESH_KEY, fresh),
     () => settings().get<number>("inline.acceptAfterMs", 300),
@@ -163,9 +164,8 @@ export class ServerManager implements vscode.Disposable {
           this.statusBar.setStatus(params);
           const becameReady = params.state === "ready" && !this.ready;
           this.ready = params.state === "ready";
-          if (becameReady && vscode.window.activeTextEditor) {
-            // What was typed while the model loaded got no suggestion: ask again at the cursor.
-            void vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+          if (becameReady && vscode.window.activeTextEditor && settings().get("completion.trigger") !== "manual") {
+            void this.askAgain();
           }
         }
       }),
@@ -185,6 +185,20 @@ export class ServerManager implements vscode.Disposable {
       void vscode.window
         .showErrorMessage(`DiffusionGemma: the server did not start (${message}).`, "Show Log")
         .then((choice) => choice && this.log.show());
+    }
+  }
+
+  /**
+   * What was typed while the model loaded got no suggestion: ask again at the cursor. VS Code's only
+   * command that asks is its trigger key's (Invoked), which the server answers whatever its eagerness:
+   * the middleware sends this one as typing would (Automatic). The command resolves once answered.
+   */
+  private async askAgain(): Promise<void> {
+    this.askingOnReady = true;
+    try {
+      await vscode.commands.executeCommand("editor.action.inlineSuggest.trigger");
+    } finally {
+      this.askingOnReady = false;
     }
   }
 
@@ -281,7 +295,11 @@ export class ServerManager implements vscode.Disposable {
         if (!languageEnabled(config.get<string[]>("completion.languages", []), document.languageId)) {
           return null;
         }
-        const answer = await next(document, position, context, token);
+        const asked =
+          this.askingOnReady && context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke
+            ? { ...context, triggerKind: vscode.InlineCompletionTriggerKind.Automatic }
+            : context;
+        const answer = await next(document, position, asked, token);
         if (!token.isCancellationRequested) {
           this.freshness.answered(lineWithSuggestion(document, position, answer));
         }

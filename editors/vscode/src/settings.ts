@@ -8,6 +8,9 @@ export const SERVER_SETTINGS = ["model", "device", "threads", "context", "comple
 /** Settings whose change needs a new server process. */
 export const RESTART_SETTINGS = ["server.path", "server.args"] as const;
 
+export const EAGERNESS = ["quiet", "balanced", "eager"] as const;
+export const TRIGGERS = ["automatic", "manual"] as const;
+
 export interface ServerOptions {
   model: string;
   device: string;
@@ -21,6 +24,10 @@ export interface ServerOptions {
     candidates: number;
     maxSteps: number;
     languages: string[];
+    /** How readily a suggestion is shown while typing (the server's show-or-not decision). */
+    eagerness: (typeof EAGERNESS)[number];
+    /** "manual": only requests the user asked for (`editor.action.inlineSuggest.trigger`) are answered. */
+    trigger: (typeof TRIGGERS)[number];
   };
   debugLog: boolean;
 }
@@ -36,6 +43,8 @@ export const DEFAULT_SERVER_OPTIONS: ServerOptions = {
     candidates: 1,
     maxSteps: 0,
     languages: [],
+    eagerness: "balanced",
+    trigger: "automatic",
   },
   debugLog: false,
 };
@@ -54,6 +63,11 @@ function count(read: SettingReader, key: string, fallback: number, least: number
 function optionalCount(read: SettingReader, key: string, name: string, least: number): Record<string, number> {
   const value = read(key);
   return typeof value === "number" && Number.isInteger(value) && value >= least ? { [name]: value } : {};
+}
+
+function oneOf<T extends string>(read: SettingReader, key: string, allowed: readonly T[], fallback: T): T {
+  const value = read(key);
+  return allowed.find((choice) => choice === value) ?? fallback;
 }
 
 function words(read: SettingReader, key: string): string[] {
@@ -83,12 +97,15 @@ export function serverOptions(read: SettingReader): ServerOptions {
       candidates: count(read, "completion.candidates", d.completion.candidates, 1),
       maxSteps: count(read, "completion.maxSteps", d.completion.maxSteps, 0),
       languages: words(read, "completion.languages"),
+      eagerness: oneOf(read, "completion.eagerness", EAGERNESS, d.completion.eagerness),
+      trigger: oneOf(read, "completion.trigger", TRIGGERS, d.completion.trigger),
     },
     debugLog: read("debugLog") === true,
   };
 }
 
-/** Whether a language is enabled by `dgemma.completion.languages` (empty: all). */
+/** Whether a language is enabled by `dgemma.completion.languages` (empty: all; the server then keeps to
+ * the model's own languages). */
 export function languageEnabled(languages: readonly string[], languageId: string): boolean {
   return languages.length === 0 || languages.includes(languageId);
 }

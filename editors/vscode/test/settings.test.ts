@@ -18,6 +18,8 @@ test("settings map to the server's camelCase option tree", () => {
     "completion.latencyBudgetMs": 0,
     "completion.candidates": 3,
     "completion.languages": ["python", 7, ""],
+    "completion.eagerness": "quiet",
+    "completion.trigger": "manual",
     debugLog: true,
   };
   const options = serverOptions((key) => values[key]);
@@ -28,6 +30,8 @@ test("settings map to the server's camelCase option tree", () => {
   assert.equal(options.completion.latencyBudgetMs, 0);
   assert.equal(options.completion.candidates, 3);
   assert.deepEqual(options.completion.languages, ["python"]);
+  assert.equal(options.completion.eagerness, "quiet");
+  assert.equal(options.completion.trigger, "manual");
   assert.equal(options.debugLog, true);
 });
 
@@ -38,6 +42,8 @@ test("values the server would refuse fall back to the defaults", () => {
     "context.suffixTokens": 0,
     "completion.candidates": 1.5,
     "completion.maxTokensMultiLine": "many",
+    "completion.eagerness": "loud",
+    "completion.trigger": 1,
   };
   const options = serverOptions((key) => values[key]);
   assert.equal(options.model, "default");
@@ -45,6 +51,8 @@ test("values the server would refuse fall back to the defaults", () => {
   assert.equal(options.context.suffixTokens, 256);
   assert.equal(options.completion.candidates, 1);
   assert.equal(options.completion.maxTokensMultiLine, 96);
+  assert.equal(options.completion.eagerness, "balanced");
+  assert.equal(options.completion.trigger, "automatic");
 });
 
 test("an empty language list enables every language", () => {

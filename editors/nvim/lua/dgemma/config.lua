@@ -3,6 +3,7 @@
 local M = {}
 
 ---@class dgemma.Keys
+---@field suggest string|false       Ask for a suggestion now (insert mode): shown whatever the eagerness.
 ---@field accept string|false        Accept the whole suggestion (insert mode).
 ---@field accept_word string|false   Accept the next word of it.
 ---@field accept_line string|false   Accept the rest of its current line.
@@ -29,6 +30,8 @@ M.defaults = {
   root_markers = { ".git" },
   -- Passed as they are to the server (initializationOptions); empty means the server's defaults.
   -- Example: { model = "~/models/dgemma", device = "cuda", completion = { latencyBudgetMs = 400 } }
+  -- completion.eagerness ("quiet", "balanced", "eager") and completion.trigger ("automatic", "manual")
+  -- are checked here; with "manual" the plugin asks only when keys.suggest is pressed.
   server = {},
   inline = {
     enabled = true,
@@ -42,6 +45,7 @@ M.defaults = {
     accept_after_ms = 300,
   },
   keys = {
+    suggest = "<M-\\>", -- as copilot.vim's key and the extension's Alt+\ in VS Code
     accept = "<Tab>", -- falls back to a plain <Tab> when no suggestion is shown
     accept_word = "<C-Right>",
     accept_line = "<C-Down>",
@@ -62,7 +66,10 @@ M.defaults = {
 }
 
 ---The keys of `keys`, in the order they are documented (and listed by :checkhealth).
-M.key_names = { "accept", "accept_word", "accept_line", "dismiss", "next", "prev", "edit_accept", "edit_reject" }
+M.key_names = { "suggest", "accept", "accept_word", "accept_line", "dismiss", "next", "prev", "edit_accept", "edit_reject" }
+
+M.eagerness = { "quiet", "balanced", "eager" }
+M.triggers = { "automatic", "manual" }
 
 ---@param name string
 ---@param value any
@@ -99,6 +106,16 @@ function M.resolve(opts)
   check("filetypes", config.filetypes, "table", true)
   check("root_markers", config.root_markers, "table")
   check("server", config.server, "table")
+  local completion = config.server.completion
+  if completion ~= nil then
+    check("server.completion", completion, "table")
+    if completion.eagerness ~= nil then
+      one_of("server.completion.eagerness", completion.eagerness, M.eagerness)
+    end
+    if completion.trigger ~= nil then
+      one_of("server.completion.trigger", completion.trigger, M.triggers)
+    end
+  end
   check("inline", config.inline, "table")
   check("inline.enabled", config.inline.enabled, "boolean")
   one_of("inline.backend", config.inline.backend, { "auto", "builtin", "extmarks" })
@@ -116,6 +133,15 @@ function M.resolve(opts)
   one_of("log.level", config.log.level, { "debug", "info", "warn", "error" })
   check("log.file", config.log.file, "string", true)
   return config
+end
+
+---Whether suggestions come only when asked for (`server.completion.trigger = "manual"`): then the
+---plugin sends no request of its own while you type.
+---@param config dgemma.Config
+---@return boolean
+function M.manual(config)
+  local completion = config.server.completion
+  return type(completion) == "table" and completion.trigger == "manual"
 end
 
 ---Which ghost-text backend this Neovim gets.

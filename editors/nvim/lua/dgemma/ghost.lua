@@ -5,6 +5,7 @@
 --- not fit it hides it at once; an answer to a request older than the text, the cursor or a dismiss
 --- is dropped.
 
+local config_mod = require("dgemma.config")
 local lsp = require("dgemma.lsp")
 local text = require("dgemma.text")
 local log = require("dgemma.log")
@@ -183,7 +184,12 @@ local function item_text(bufnr, client, item, row, col)
   return insert
 end
 
-local function request(bufnr)
+local INVOKED, AUTOMATIC = 1, 2 -- InlineCompletionTriggerKind: the user asked (a key), or typed
+
+---Asks for a suggestion at the cursor; `kind` INVOKED when the user asked for it with a key.
+---@param bufnr integer
+---@param kind integer
+local function request(bufnr, kind)
   local client = lsp.client(bufnr)
   if not client or not config.inline.enabled or vim.b[bufnr].dgemma_disabled then
     return
@@ -197,7 +203,7 @@ local function request(bufnr)
   local params = {
     textDocument = { uri = vim.uri_from_bufnr(bufnr) },
     position = lsp.position(client, bufnr),
-    context = { triggerKind = 2 }, -- Automatic
+    context = { triggerKind = kind },
   }
   s.client_id = client.id
   s.generation = s.generation + 1
@@ -214,6 +220,7 @@ local function request(bufnr)
     -- Stale: the text or the cursor moved while the server worked.
     local nrow, ncol = cursor(bufnr)
     if vim.api.nvim_buf_get_changedtick(bufnr) ~= tick or nrow ~= row or ncol ~= col then
+      log.debug(("answer at %d:%d dropped: the text or the cursor moved"):format(row + 1, col))
       return
     end
     local items = {}
@@ -229,6 +236,8 @@ local function request(bufnr)
       s.shown_at = now_ms() -- a new suggestion (the rest of one typed through is the same)
     end
     render(bufnr)
+    log.debug(("answer at %d:%d (%s): %d suggestion(s)"):format(
+      row + 1, col, kind == INVOKED and "asked" or "typed", #items))
   end, bufnr)
 end
 
@@ -238,10 +247,13 @@ local function schedule(bufnr)
     s.timer = vim.uv.new_timer()
   end
   s.timer:stop()
+  if config_mod.manual(config) then
+    return -- only the suggest key asks
+  end
   s.timer:start(config.inline.debounce_ms, 0, vim.schedule_wrap(function()
     if vim.api.nvim_buf_is_valid(bufnr) and vim.api.nvim_get_mode().mode:sub(1, 1) == "i"
       and vim.api.nvim_get_current_buf() == bufnr then
-      request(bufnr)
+      request(bufnr, AUTOMATIC)
     end
   end))
 end
@@ -249,9 +261,25 @@ end
 ---Asks at the cursor now (the model became ready while the user was typing in insert mode).
 ---@param bufnr integer
 function M.ask(bufnr)
-  if states[bufnr] and vim.api.nvim_get_mode().mode:sub(1, 1) == "i" then
-    request(bufnr)
+  if states[bufnr] and vim.api.nvim_get_mode().mode:sub(1, 1) == "i" and not config_mod.manual(config) then
+    request(bufnr, AUTOMATIC)
   end
+end
+
+---Asks at the cursor now because the user pressed the key for it: the server shows what it has,
+---whatever its eagerness (and with trigger "manual"). Returns false outside insert mode.
+---@param bufnr integer
+---@return boolean
+function M.suggest(bufnr)
+  local s = states[bufnr]
+  if not s or vim.api.nvim_get_mode().mode:sub(1, 1) ~= "i" then
+    return false
+  end
+  if s.timer then
+    s.timer:stop() -- this request replaces the one the last key would have made
+  end
+  request(bufnr, INVOKED)
+  return true
 end
 
 ---The key about to be typed (a Tab that indents) asks for no suggestion: what it changes is not code

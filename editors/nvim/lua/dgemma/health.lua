@@ -64,6 +64,12 @@ function M.check()
     end
   end
 
+  local completion = type(config.server.completion) == "table" and config.server.completion or {}
+  health.info(("suggestions: eagerness %s, trigger %s%s"):format(
+    completion.eagerness or "balanced (the server's default)",
+    completion.trigger or "automatic (the server's default)",
+    require("dgemma.config").manual(config) and ": only the suggest key asks" or ""))
+
   health.start("dgemma: keys")
   for _, name in ipairs(require("dgemma.config").key_names) do
     local lhs = config.keys[name]

@@ -63,6 +63,10 @@ local function attach(bufnr)
     inline.set_enabled(bufnr, false)
   end
   local keys = config.keys
+  if keys.suggest then
+    vim.keymap.set("i", keys.suggest, function() inline.suggest(bufnr) end,
+      { buffer = bufnr, desc = "dgemma: ask for a suggestion", silent = true })
+  end
   smart_key(keys.accept, function() return inline.accept(bufnr, "all") end, "dgemma: accept suggestion", bufnr,
     function() inline.fell_through(bufnr) end) -- a Tab that indents asks for nothing
   smart_key(keys.accept_word, function() return inline.accept(bufnr, "word") end, "dgemma: accept word", bufnr)
@@ -148,6 +152,17 @@ end
 ---Whether a suggestion is shown in the buffer (for your own <Tab> mapping, say).
 function M.visible(bufnr)
   return inline.visible(bufnr or vim.api.nvim_get_current_buf())
+end
+
+---Asks for a suggestion at the cursor now, in insert mode (the `suggest` key): the server answers
+---whatever its eagerness, and also with `completion.trigger = "manual"`. False when it cannot ask.
+function M.suggest()
+  local bufnr = vim.api.nvim_get_current_buf()
+  if vim.api.nvim_get_mode().mode:sub(1, 1) ~= "i" then
+    vim.notify("dgemma: a suggestion is shown in insert mode: map <Cmd>Dgemma suggest<CR> there", vim.log.levels.WARN)
+    return false
+  end
+  return lsp.client(bufnr) ~= nil and inline.suggest(bufnr)
 end
 
 function M.accept() return inline.accept(vim.api.nvim_get_current_buf(), "all") end
@@ -302,6 +317,7 @@ M.actions = {
   next_edit = M.next_edit,
   accept_edit = M.accept_edit,
   reject_edit = M.reject_edit,
+  suggest = function() M.suggest() end,
   accept = M.accept,
   accept_word = M.accept_word,
   accept_line = M.accept_line,

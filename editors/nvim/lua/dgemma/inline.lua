@@ -1,7 +1,9 @@
 ---@brief Ghost text: vim.lsp.inline_completion on Neovim 0.12+, this plugin's extmarks before that.
 --- One interface for the keys: visible, accept (all, word, line), dismiss, cycle.
 
+local config_mod = require("dgemma.config")
 local ghost = require("dgemma.ghost")
+local log = require("dgemma.log")
 local text = require("dgemma.text")
 
 local M = {}
@@ -10,6 +12,7 @@ local M = {}
 M.backend = "extmarks"
 
 local builtin_ns ---@type integer|nil
+local config ---@type dgemma.Config
 
 local function builtin_visible(bufnr)
   builtin_ns = builtin_ns or vim.api.nvim_get_namespaces()["nvim.lsp.inline_completion"]
@@ -43,9 +46,10 @@ local function builtin_partial(bufnr, item, how)
   vim.api.nvim_win_set_cursor(0, { row + #lines, #lines == 1 and col + #lines[1] or #lines[#lines] })
 end
 
----@param config dgemma.Config
-function M.setup(config)
-  M.backend = require("dgemma.config").backend(config)
+---@param opts dgemma.Config
+function M.setup(opts)
+  config = opts
+  M.backend = config_mod.backend(opts)
 end
 
 ---@param bufnr integer
@@ -78,7 +82,7 @@ end
 
 ---Asks for a suggestion at the cursor now (the model just became ready), in insert mode.
 function M.ask(bufnr)
-  if vim.b[bufnr].dgemma_disabled then
+  if vim.b[bufnr].dgemma_disabled or config_mod.manual(config) then
     return
   end
   if M.backend == "extmarks" then
@@ -87,6 +91,38 @@ function M.ask(bufnr)
     -- vim.lsp.inline_completion asks on CursorMovedI; it has no call of its own for this.
     vim.api.nvim_exec_autocmds("CursorMovedI", { buffer = bufnr, modeline = false })
   end
+end
+
+---The built-in backend's state for a buffer. vim.lsp.inline_completion asks by itself only as you type
+---(its get() accepts, nothing asks): its own request method, private, is the one way to ask now.
+---@param bufnr integer
+---@return table|nil
+local function builtin_completor(bufnr)
+  local ok, capability = pcall(require, "vim.lsp._capability")
+  local completor = ok and type(capability.all) == "table" and capability.all.inline_completion
+  completor = completor and completor.active and completor.active[bufnr]
+  return completor and type(completor.request) == "function" and completor or nil
+end
+
+---Asks for a suggestion at the cursor now (the suggest key): shown whatever the eagerness.
+---@return boolean asked
+function M.suggest(bufnr)
+  if vim.b[bufnr].dgemma_disabled then
+    return false
+  end
+  if M.backend == "extmarks" then
+    return ghost.suggest(bufnr)
+  end
+  local completor = builtin_completor(bufnr)
+  if not completor then
+    log.warn('this Neovim\'s vim.lsp.inline_completion cannot be asked: set inline = { backend = "extmarks" }')
+    return false
+  end
+  if type(completor.reset_timer) == "function" then
+    completor:reset_timer() -- the request the last key would have made: this one replaces it
+  end
+  completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Invoked)
+  return true
 end
 
 ---The accept key found nothing to accept and types itself (Tab indents): no suggestion for that change.
