@@ -62,6 +62,14 @@ def hiding_model(tiny_model_dir: Path, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def slow_model_dir(tmp_path_factory) -> Path:
+    """The slow random-weight model of the released architecture (tests/slow_model.py), built once."""
+    from tests.slow_model import build_slow_checkpoint
+
+    return build_slow_checkpoint(tmp_path_factory.mktemp("slow-model"))
+
+
+@pytest.fixture(scope="session")
 def artifacts() -> Path:
     tools.ARTIFACTS.mkdir(exist_ok=True)
     return tools.ARTIFACTS

@@ -72,10 +72,10 @@ class Screen:
 @contextlib.contextmanager
 def nvim_in_tmux(
     tmp_path: Path, version: str, server: Path, model: Path | str, file: Path, rows: int = ROWS,
-    term: str = "xterm-256color", truecolor: bool = True, extra: str = "",
+    term: str = "xterm-256color", truecolor: bool = True, extra: str = "", server_extra: str = "",
 ) -> Iterator[Screen]:  # fmt: skip
     """Neovim `version` in tmux, editing `file` with the plugin and the server, once the model is ready
-    (`extra`: more setup() options)."""
+    (`extra`: more setup() options, `server_extra`: more server options)."""
     binary = need(tools.find_nvim, version)
     if shutil.which("tmux") is None:
         pytest.skip(f"tmux is not installed: run `{tools.INSTALL}`")
@@ -86,7 +86,7 @@ def nvim_in_tmux(
             plugin=lua(PLUGIN),
             server=lua(server),
             model=lua(model),
-            server_extra="",
+            server_extra=server_extra,
             extra=extra,
             log=lua(log),
         )

@@ -4,6 +4,11 @@
 --- with, the rest stays shown (and a partial accept is just that: typing part of it). A key that does
 --- not fit it hides it at once; an answer to a request older than the text, the cursor or a dismiss
 --- is dropped.
+---
+--- While a slow answer is computed, the server's canvas as it settles (`dgemma/resolving`) is drawn at
+--- the cursor as a partial: the settled runs as ghost text, the rest dimmer. A partial is only drawn:
+--- no key accepts it, any key typed removes it, and a newer request or the answer replaces it. The
+--- answer's low-confidence parts (`dgemma/confidence`) are drawn dimmer too.
 
 local config_mod = require("dgemma.config")
 local lsp = require("dgemma.lsp")
@@ -13,10 +18,14 @@ local log = require("dgemma.log")
 local M = {}
 
 local ns = vim.api.nvim_create_namespace("dgemma.ghost")
+local partial_ns = vim.api.nvim_create_namespace("dgemma.partial")
 local augroup = vim.api.nvim_create_augroup("dgemma.ghost", { clear = true })
 
 ---@class dgemma.GhostState
 ---@field items string[]            candidate texts
+---@field lows [integer, integer][][] per candidate, its low-confidence byte ranges (0-based, half-open)
+---@field asked { row: integer, col: integer, tick: integer, at: number }|nil the request in flight: where, when
+---@field pending_low table<string, [integer, integer][]> low ranges by insertText, for the coming answer
 ---@field index integer             the shown candidate
 ---@field anchor [integer, integer] 0-based row, byte column the candidates were made for
 ---@field request_id integer|nil
@@ -34,7 +43,7 @@ local config ---@type dgemma.Config
 
 local function state(bufnr)
   states[bufnr] = states[bufnr]
-    or { items = {}, index = 1, anchor = { 0, 0 }, tick = -1, generation = 0, shown_at = 0, quiet = false }
+    or { items = {}, lows = {}, pending_low = {}, index = 1, anchor = { 0, 0 }, tick = -1, generation = 0, shown_at = 0, quiet = false }
   return states[bufnr]
 end
 
@@ -76,6 +85,52 @@ local function hide(bufnr)
   vim.api.nvim_buf_clear_namespace(bufnr, ns, 0, -1)
 end
 
+local function hide_partial(bufnr)
+  vim.api.nvim_buf_clear_namespace(bufnr, partial_ns, 0, -1)
+end
+
+---`piece` split into its lines, each a list of virt_text chunks: the bytes inside `dim` (ranges of the
+---text `piece` ends, `offset` bytes into it) in `dim_hl`, the others in DgemmaSuggestion.
+---@param piece string
+---@param dim [integer, integer][]
+---@param offset integer
+---@param dim_hl string
+---@return table[][]
+local function chunked_lines(piece, dim, offset, dim_hl)
+  local lines, line, run, run_hl = {}, {}, {}, nil
+  local function flush()
+    if #run > 0 then
+      line[#line + 1] = { table.concat(run), run_hl }
+      run = {}
+    end
+  end
+  for i = 1, #piece do
+    local char = piece:sub(i, i)
+    if char == "\n" then
+      flush()
+      lines[#lines + 1] = line
+      line = {}
+    else
+      local at = offset + i - 1
+      local hl = "DgemmaSuggestion"
+      for _, range in ipairs(dim) do
+        if at >= range[1] and at < range[2] then
+          hl = dim_hl
+          break
+        end
+      end
+      if hl ~= run_hl then
+        flush()
+        run_hl = hl
+      end
+      run[#run + 1] = char
+    end
+  end
+  flush()
+  lines[#lines + 1] = line
+  return lines
+end
+
 ---Screen rows below the cursor's in its window, after scrolling it up (the cursor kept on the screen)
 ---until `wanted` rows are free or it cannot go further.
 ---@param win integer
@@ -115,22 +170,25 @@ local function render(bufnr)
     return
   end
   local s = states[bufnr]
+  hide_partial(bufnr) -- the answer replaces the partial
   local lines = vim.split(rest, "\n", { plain = true })
   local win = vim.fn.bufwinid(bufnr)
   if #lines > 1 and win ~= -1 then
     local room = make_room(win, #lines - 1)
     if room < #lines - 1 then
-      lines = vim.list_slice(lines, 1, room + 1)
-      keep_only(bufnr, table.concat(lines, "\n"))
+      rest = table.concat(vim.list_slice(lines, 1, room + 1), "\n")
+      keep_only(bufnr, rest)
     end
   end
-  local first = { { lines[1], "DgemmaSuggestion" } }
+  local offset = #s.items[s.index] - #rest -- the low ranges are of the whole candidate
+  local chunks = chunked_lines(rest, s.lows[s.index] or {}, offset, "DgemmaSuggestionLow")
+  local first = chunks[1]
   if #s.items > 1 then
     first[#first + 1] = { (" (%d/%d)"):format(s.index, #s.items), "DgemmaSuggestionInfo" }
   end
   local virt_lines = {}
-  for i = 2, #lines do
-    virt_lines[#virt_lines + 1] = { { lines[i], "DgemmaSuggestion" } }
+  for i = 2, #chunks do
+    virt_lines[#virt_lines + 1] = chunks[i]
   end
   local row, col = cursor(bufnr)
   vim.api.nvim_buf_set_extmark(bufnr, ns, row, col, {
@@ -148,7 +206,9 @@ function M.clear(bufnr)
   local s = states[bufnr]
   if s then
     s.items = {}
+    s.lows = {}
     s.index = 1
+    s.asked = nil
     s.generation = s.generation + 1
     local client = s.client_id and vim.lsp.get_client_by_id(s.client_id)
     if client and s.request_id then
@@ -160,6 +220,7 @@ function M.clear(bufnr)
     end
   end
   hide(bufnr)
+  hide_partial(bufnr)
 end
 
 local function item_text(bufnr, client, item, row, col)
@@ -207,12 +268,19 @@ local function request(bufnr, kind)
   }
   s.client_id = client.id
   s.generation = s.generation + 1
+  s.asked, s.pending_low = { row = row, col = col, tick = tick, at = now_ms() }, {}
+  hide_partial(bufnr) -- a newer request replaces the partial of the one before
   local generation = s.generation
-  s.request_id = lsp.request(client, "textDocument/inlineCompletion", params, function(err, result)
+  local request_id
+  request_id = lsp.request(client, "textDocument/inlineCompletion", params, function(err, result)
     if s.generation ~= generation then
       return -- a newer request, or a dismiss, came after this one (a cancelled request may still answer)
     end
-    s.request_id = nil
+    local asked_at = s.asked and s.asked.at or now_ms()
+    s.request_id, s.asked = nil, nil
+    hide_partial(bufnr)
+    local pending_low = s.pending_low
+    s.pending_low = {}
     if err then
       log.debug("inlineCompletion error: " .. vim.inspect(err))
       return
@@ -223,22 +291,107 @@ local function request(bufnr, kind)
       log.debug(("answer at %d:%d dropped: the text or the cursor moved"):format(row + 1, col))
       return
     end
-    local items = {}
+    local items, lows = {}, {}
     for _, item in ipairs(result and (result.items or result) or {}) do
       local candidate = item_text(bufnr, client, item, row, col)
       if candidate and candidate ~= "" then
         items[#items + 1] = candidate
+        -- The low ranges are of insertText; the candidate is its end (what was typed of it dropped).
+        local cut = type(item.insertText) == "string" and #item.insertText - #candidate or 0
+        local low = {}
+        for _, range in ipairs(pending_low[item.insertText] or {}) do
+          low[#low + 1] = { range[1] - cut, range[2] - cut }
+        end
+        lows[#lows + 1] = low
       end
     end
     local before = M.remaining(bufnr)
-    s.items, s.index, s.anchor, s.tick = items, 1, { row, col }, tick
+    s.items, s.lows, s.index, s.anchor, s.tick = items, lows, 1, { row, col }, tick
     if M.remaining(bufnr) ~= before then
       s.shown_at = now_ms() -- a new suggestion (the rest of one typed through is the same)
     end
     render(bufnr)
-    log.debug(("answer at %d:%d (%s): %d suggestion(s)"):format(
-      row + 1, col, kind == INVOKED and "asked" or "typed", #items))
+    log.debug(("answer at %d:%d (%s): %d suggestion(s) after %d ms"):format(
+      row + 1, col, kind == INVOKED and "asked" or "typed", #items, now_ms() - asked_at))
   end, bufnr)
+  s.request_id = request_id
+  log.debug(("request %s at %d:%d"):format(tostring(request_id), row + 1, col))
+end
+
+---The buffer and state of a notification about the request in flight, or nil when it is about another
+---(an older request, a cancelled one) or the text or the cursor moved since it was sent.
+---@param params table
+---@return integer|nil, dgemma.GhostState|nil
+local function in_flight(params)
+  local uri = type(params.textDocument) == "table" and params.textDocument.uri
+  local bufnr = type(uri) == "string" and vim.uri_to_bufnr(uri) or nil
+  local s = bufnr and states[bufnr]
+  if not s or s.request_id == nil or params.requestId ~= s.request_id or not s.asked then
+    return nil
+  end
+  local row, col = cursor(bufnr)
+  if vim.api.nvim_buf_get_changedtick(bufnr) ~= s.asked.tick or row ~= s.asked.row or col ~= s.asked.col then
+    return nil
+  end
+  return bufnr, s
+end
+
+---`dgemma/resolving`: draws the canvas so far at the cursor, settled runs as ghost text, the rest dimmer.
+---@param params { requestId: integer, spans: { text: string, settled: boolean }[] }
+function M.on_resolving(params)
+  local bufnr, s = in_flight(params)
+  if not bufnr or not s or M.visible(bufnr) or vim.api.nvim_get_mode().mode:sub(1, 1) ~= "i" then
+    return
+  end
+  local pieces, unsettled, at = {}, {}, 0
+  for _, span in ipairs(type(params.spans) == "table" and params.spans or {}) do
+    if type(span.text) == "string" then
+      pieces[#pieces + 1] = span.text
+      if not span.settled then
+        unsettled[#unsettled + 1] = { at, at + #span.text }
+      end
+      at = at + #span.text
+    end
+  end
+  hide_partial(bufnr)
+  local canvas = table.concat(pieces)
+  if canvas == "" then
+    return
+  end
+  local chunks = chunked_lines(canvas, unsettled, 0, "DgemmaSuggestionUnsettled")
+  local row, col = cursor(bufnr)
+  vim.api.nvim_buf_set_extmark(bufnr, partial_ns, row, col, {
+    virt_text = chunks[1],
+    virt_text_pos = "inline",
+    virt_lines = #chunks > 1 and vim.list_slice(chunks, 2) or nil,
+    hl_mode = "replace",
+    priority = 200,
+  })
+  log.debug(("partial of request %s at %d:%d: %d bytes after %d ms"):format(
+    tostring(s.request_id), row + 1, col, #canvas, now_ms() - s.asked.at))
+end
+
+---`dgemma/confidence` (right before the answer): keeps each item's low ranges, as byte ranges, for it.
+---@param params { requestId: integer, items: { insertText: string, low: [integer, integer][] }[] }
+function M.on_confidence(params)
+  local bufnr, s = in_flight(params)
+  if not bufnr or not s then
+    return
+  end
+  local client = s.client_id and vim.lsp.get_client_by_id(s.client_id)
+  local encoding = client and client.offset_encoding or "utf-16"
+  for _, item in ipairs(type(params.items) == "table" and params.items or {}) do
+    if type(item.insertText) == "string" and type(item.low) == "table" then
+      local ranges = {}
+      for _, range in ipairs(item.low) do
+        ranges[#ranges + 1] = {
+          lsp.text_byte_index(item.insertText, range[1], encoding),
+          lsp.text_byte_index(item.insertText, range[2], encoding),
+        }
+      end
+      s.pending_low[item.insertText] = ranges
+    end
+  end
 end
 
 local function schedule(bufnr)
@@ -304,6 +457,7 @@ function M.attach(bufnr, opts)
     buffer = bufnr,
     callback = function()
       local s = state(bufnr)
+      hide_partial(bufnr) -- any key removes a partial: the request it was for is out of date
       render(bufnr) -- keeps what was typed through, hides what no longer fits
       if s.quiet and s.timer then
         s.timer:stop()

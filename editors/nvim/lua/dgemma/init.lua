@@ -19,6 +19,7 @@ local augroup = vim.api.nvim_create_augroup("dgemma", { clear = true })
 -- terminals. Neovim's default scheme colours ComplHint and Comment for the GUI only, so without
 -- 'termguicolors' (the default inside tmux) a ghost linked to them looked like code.
 local GHOST_CTERM = 8
+local DIM_CTERM = 239 -- a darker grey of the 256-colour palette (a 16-colour terminal shows it as 8's)
 
 local function highlights()
   local set = function(name, link)
@@ -33,6 +34,18 @@ local function highlights()
     italic = ghost.italic,
   })
   set("DgemmaSuggestionInfo", "DgemmaSuggestion")
+  -- The unsure parts (a partial's unsettled runs, an answer's low-confidence tokens): the ghost's colour
+  -- halfway to the background, a darker grey in the terminal's palette.
+  local background = vim.api.nvim_get_hl(0, { name = "Normal", link = false }).bg or 0
+  local fg = ghost.fg or 0x808080
+  local half = 0
+  for shift = 0, 16, 8 do
+    local mixed = math.floor(((bit.rshift(fg, shift) % 256) + (bit.rshift(background, shift) % 256)) / 2)
+    half = half + bit.lshift(mixed, shift)
+  end
+  vim.api.nvim_set_hl(0, "DgemmaSuggestionDim", { default = true, fg = half, ctermfg = DIM_CTERM, italic = ghost.italic })
+  set("DgemmaSuggestionUnsettled", "DgemmaSuggestionDim")
+  set("DgemmaSuggestionLow", "DgemmaSuggestionDim")
   set("DgemmaEditAdd", "DiffAdd")
   set("DgemmaEditHint", "Comment")
   -- The replaced text: DiffDelete's colours, struck through.

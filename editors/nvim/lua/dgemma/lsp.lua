@@ -62,13 +62,25 @@ function M.as_object(options)
   return next(options) == nil and vim.empty_dict() or options
 end
 
----Neovim's client capabilities, and the custom notification this plugin handles: the server sends
----`dgemma/status` only to clients that declare it (other clients get standard LSP only).
+---Neovim's client capabilities, and the custom notifications this plugin handles: the server sends
+---`dgemma/status` only to clients that declare it (other clients get standard LSP only), and the
+---settling canvas and the low-confidence parts only to one whose ghost text draws them (extmarks).
+---@param drawn_here boolean the extmarks backend draws the ghost text
 ---@return lsp.ClientCapabilities|table
-function M.capabilities()
+function M.capabilities(drawn_here)
   return vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(), {
-    experimental = { dgemma = { status = true } },
+    experimental = { dgemma = { status = true, resolving = drawn_here, confidence = drawn_here } },
   })
+end
+
+---A notification handler that hands its params to the extmarks backend's `name` function (required
+---late: ghost.lua requires this module).
+local function to_ghost(name)
+  return function(_, result, _)
+    if type(result) == "table" then
+      require("dgemma.ghost")[name](result)
+    end
+  end
 end
 
 ---The vim.lsp client configuration.
@@ -81,8 +93,12 @@ function M.client_config(config)
     filetypes = config.filetypes,
     root_markers = config.root_markers,
     init_options = M.as_object(config.server),
-    capabilities = M.capabilities(),
-    handlers = { ["dgemma/status"] = on_status },
+    capabilities = M.capabilities(require("dgemma.config").backend(config) == "extmarks"),
+    handlers = {
+      ["dgemma/status"] = on_status,
+      ["dgemma/resolving"] = to_ghost("on_resolving"),
+      ["dgemma/confidence"] = to_ghost("on_confidence"),
+    },
   }
 end
 
@@ -214,14 +230,21 @@ function M.to_byte_col(bufnr, row, character, encoding)
   if encoding == "utf-8" then
     return character
   end
-  local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ""
+  return M.text_byte_index(vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or "", character, encoding)
+end
+
+---Index in `encoding` (an LSP position's unit) into `s` -> byte offset.
+function M.text_byte_index(s, index, encoding)
+  if encoding == "utf-8" then
+    return math.min(index, #s)
+  end
   local ok, byte
   if has_011 then
-    ok, byte = pcall(vim.str_byteindex, line, encoding, character, false)
+    ok, byte = pcall(vim.str_byteindex, s, encoding, index, false)
   else
-    ok, byte = pcall(vim.str_byteindex, line, character, encoding == "utf-16")
+    ok, byte = pcall(vim.str_byteindex, s, index, encoding == "utf-16")
   end
-  return ok and byte or #line
+  return ok and byte or #s
 end
 
 ---Stops the server and starts it again in the buffers it served.
