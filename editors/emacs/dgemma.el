@@ -22,6 +22,11 @@
 ;;   C-n / C-p        other candidates (server option completion.candidates)
 ;;   any other key    dismisses it
 ;;
+;; A slow answer is drawn at point as it settles (`dgemma/resolving'): the
+;; sure parts as ghost text, the rest dimmer; only a preview, that no key
+;; accepts and any key removes.  The answer's unsure parts are drawn dimmer
+;; too (`dgemma/confidence', server option completion.showConfidence).
+;;
 ;; A TAB that indents asks for no suggestion.  "Rewrite block with
 ;; DiffusionGemma" (a code action, or M-x dgemma-rewrite-block) is shown as a
 ;; preview in the buffer, applied only when accepted (TAB or C-c C-c; C-g or
@@ -127,6 +132,15 @@ Clearly dimmer than code on dark and on light terminals alike (lsp-mode's
 own, `shadow', is colour 249 on a dark terminal: nearly the colour of code)."
   :group 'dgemma)
 
+(defface dgemma-suggestion-unsure
+  '((((class color) (min-colors 256) (background dark)) :foreground "#444444")
+    (((class color) (min-colors 256) (background light)) :foreground "#d0d0d0")
+    (t :inherit dgemma-suggestion))
+  "Face of the unsure parts of a suggestion: a slow answer's text that has
+not settled yet, and the tokens of an answer the model gave a probability
+below 0.5 (off with the server option completion.showConfidence false)."
+  :group 'dgemma)
+
 (defvar-local dgemma--shown-at nil
   "When the suggestion shown was first shown (`float-time'), or nil.")
 
@@ -173,6 +187,7 @@ lsp-mode's own, C-<return>, never reaches Emacs in a terminal."
 (defun dgemma--shown ()
   "Note when a new suggestion appeared, and say which keys accept it.
 lsp-mode's echo names C-<return>, which a terminal never delivers."
+  (dgemma--dim-low)
   (let ((text (concat (buffer-substring-no-properties (line-beginning-position) (point))
                       (overlay-get lsp-inline-completion--overlay 'after-string))))
     (unless (equal text dgemma--shown-text)
@@ -326,6 +341,7 @@ drawn in `dgemma-suggestion', the accept keys' echo."
       (setq dgemma--face-cookie
             (face-remap-add-relative 'lsp-inline-completion-overlay-face 'dgemma-suggestion)))
     (add-hook 'lsp-inline-completion-shown-hook #'dgemma--shown nil t)
+    (add-hook 'pre-command-hook #'dgemma--remove-partial nil t)
     (dgemma-mode 1)))
 
 (defun dgemma--unconfigure-buffer ()
@@ -334,11 +350,103 @@ drawn in `dgemma-suggestion', the accept keys' echo."
     (face-remap-remove-relative dgemma--face-cookie)
     (setq dgemma--face-cookie nil))
   (remove-hook 'lsp-inline-completion-shown-hook #'dgemma--shown t)
+  (remove-hook 'pre-command-hook #'dgemma--remove-partial t)
+  (dgemma--remove-partial)
   (dgemma-rewrite-reject)
   (dgemma-mode -1))
 
 (add-hook 'lsp-configure-hook #'dgemma--configure-buffer)
 (add-hook 'lsp-unconfigure-hook #'dgemma--unconfigure-buffer)
+
+;;; A slow answer as it settles, and the unsure parts of the answer
+
+(defvar-local dgemma--asking nil
+  "The request in flight: (VERSION LINE CHARACTER), or nil.")
+
+(defvar-local dgemma--partial nil
+  "The overlay of the partial drawn (`dgemma/resolving'), or nil.")
+
+(defvar-local dgemma--low nil
+  "The low-confidence ranges of the coming answer's items: ((TEXT . RANGES) ...).")
+
+(defun dgemma--remove-partial ()
+  "Take the partial away: any command, a newer request and the answer do."
+  (when (overlayp dgemma--partial)
+    (delete-overlay dgemma--partial))
+  (setq dgemma--partial nil))
+
+(defun dgemma--asking-about (workspace params)
+  "The buffer of WORKSPACE whose request in flight PARAMS is about, or nil.
+lsp-mode does not show the request's id: matched by uri, version, position."
+  (let* ((uri (lsp-get (lsp-get params :textDocument) :uri))
+         (position (lsp-get params :position))
+         (asked (list (lsp-get params :version)
+                      (lsp-get position :line) (lsp-get position :character))))
+    (seq-find (lambda (buffer)
+                (and (lsp-buffer-live-p buffer)
+                     (with-current-buffer buffer
+                       (and dgemma--asking (equal dgemma--asking asked)
+                            (equal (lsp--buffer-uri) uri)))))
+              (lsp--workspace-buffers workspace))))
+
+(defun dgemma--on-resolving (workspace params)
+  "Draw PARAMS, a `dgemma/resolving' from WORKSPACE, at point: the settled
+runs as ghost text, the rest in `dgemma-suggestion-unsure'."
+  (when-let* ((buffer (dgemma--asking-about workspace params)))
+    (with-current-buffer buffer
+      (let ((text (mapconcat
+                   (lambda (span)
+                     (propertize (lsp-get span :text) 'face
+                                 (if (lsp-get span :settled) 'dgemma-suggestion 'dgemma-suggestion-unsure)))
+                   (lsp-get params :spans) "")))
+        (unless (overlayp dgemma--partial)
+          (setq dgemma--partial (make-overlay (point) (point) nil t nil)))
+        (move-overlay dgemma--partial (point) (point))
+        (unless (string-empty-p text)
+          (put-text-property 0 1 'cursor t text))  ; the cursor stays before it
+        (overlay-put dgemma--partial 'after-string text)))))
+
+(defun dgemma--on-confidence (workspace params)
+  "Keep the low ranges of PARAMS, a `dgemma/confidence' from WORKSPACE, for
+the answer that follows it."
+  (when-let* ((buffer (dgemma--asking-about workspace params)))
+    (with-current-buffer buffer
+      (setq dgemma--low
+            (seq-map (lambda (item) (cons (lsp-get item :insertText) (lsp-get item :low)))
+                     (lsp-get params :items))))))
+
+(defun dgemma--dim-low ()
+  "Draw the low-confidence parts of the suggestion shown dimmer.
+The ranges are of its insertText, in code points (lsp-mode's positions)."
+  (let* ((item (elt lsp-inline-completion--items lsp-inline-completion--current))
+         (text (lsp:inline-completion-item-insert-text item))
+         (ranges (and (stringp text) (cdr (assoc text dgemma--low))))
+         (after (overlay-get lsp-inline-completion--overlay 'after-string)))
+    (when (and ranges (stringp after))
+      (let ((after (copy-sequence after))
+            (cut (- (length text) (length after))))  ; what is drawn of it ends the text
+        (seq-doseq (range ranges)
+          (let ((start (max 0 (- (elt range 0) cut)))
+                (end (min (length after) (- (elt range 1) cut))))
+            (when (< start end)
+              (add-face-text-property start end 'dgemma-suggestion-unsure nil after))))
+        (overlay-put lsp-inline-completion--overlay 'after-string after)))))
+
+(defun dgemma--display (display &rest args)
+  "Around `lsp-inline-completion-display' (DISPLAY, ARGS): note the request in
+flight, so that its partials and low ranges are told from others."
+  (if (not (dgemma--workspace))
+      (apply display args)
+    (dgemma--remove-partial)
+    (let ((position (lsp--cur-position)))  ; a plist, whatever `lsp-use-plists' says
+      (setq dgemma--low nil
+            dgemma--asking (list lsp--cur-version (plist-get position :line) (plist-get position :character))))
+    (unwind-protect
+        (apply display args)
+      (setq dgemma--asking nil)
+      (dgemma--remove-partial))))
+
+(advice-add 'lsp-inline-completion-display :around #'dgemma--display)
 
 ;;; The block rewrite, as a preview
 
@@ -479,8 +587,10 @@ code action without asking, `lsp-auto-execute-action')."
   :priority -1
   :initialization-options #'dgemma--initialization-options
   ;; The server sends custom notifications only to clients that declare them.
-  :custom-capabilities '((experimental . ((dgemma . ((status . t))))))
-  :notification-handlers (ht ("dgemma/status" #'dgemma--on-status))))
+  :custom-capabilities '((experimental . ((dgemma . ((status . t) (resolving . t) (confidence . t))))))
+  :notification-handlers (ht ("dgemma/status" #'dgemma--on-status)
+                             ("dgemma/resolving" #'dgemma--on-resolving)
+                             ("dgemma/confidence" #'dgemma--on-confidence))))
 
 (provide 'dgemma)
 ;;; dgemma.el ends here
