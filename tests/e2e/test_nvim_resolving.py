@@ -78,16 +78,19 @@ def code_colours(screen: Screen, typed: str) -> set[str]:
     return {colour for char, colour in colours(ansi)[4 : len(typed)] if char.strip()}
 
 
+def partial_shown(screen: Screen, typed: str, column: int):
+    """A partial of the request at `column` drawn after `typed`, its answer not come: the colours drawn."""
+    drawn, answer = first(PARTIAL, screen, column), first(ANSWER, screen, column)
+    shown = after_typed(screen, typed)
+    return drawn and answer is None and shown and shown[0].strip() and shown
+
+
 def settle(screen: Screen, typed: str, column: int, artifacts: Path | None, name: str) -> dict:
     """Waits for a partial of the request at `column` on the screen before its answer, then the answer;
     their colours and the plugin's times."""
-
-    def partial_shown():
-        drawn, answer = first(PARTIAL, screen, column), first(ANSWER, screen, column)
-        shown = after_typed(screen, typed)
-        return drawn and shown and shown[0].strip() and (answer is None or answer[0] > drawn[0]) and shown
-
-    _, partial_colours = screen.wait("a partial before the answer", partial_shown)
+    _, partial_colours = screen.wait(
+        "a partial before the answer", lambda: partial_shown(screen, typed, column)
+    )
     if artifacts is not None:
         chromium = need(tools.find_chromium)
         screenshot("\n".join(screen.ansi_rows()), artifacts / f"nvim-{name}-partial.png", chromium, 830, 300)
@@ -126,17 +129,17 @@ def test_a_slow_answer_settles_on_the_screen_and_its_unsure_part_is_dimmer(
         screen.keys(f"{LINE}GA")
         screen.type(TYPED)
         on = settle(screen, PREFIX, len(PREFIX), artifacts if version == "0.12" else None, "resolving")
-        # A mismatching key removes what is drawn at once: the row shows the key and nothing after it
-        # until a newer request's partial comes (its log line says so).
+        # A mismatching key typed during a partial removes it at once: the row shows the key and nothing
+        # after it until a newer request's partial comes (its log line says so).
         screen.type("Q")
-        shown = screen.wait("the typed key", lambda: after_typed(screen, PREFIX + "Q"))
-        assert not shown[0].strip() or first(PARTIAL, screen, len(PREFIX) + 1), (
+        screen.wait("a partial", lambda: partial_shown(screen, PREFIX + "Q", len(PREFIX) + 1))
+        screen.type("Z")
+        shown = screen.wait("the typed key", lambda: after_typed(screen, PREFIX + "QZ"))
+        assert not shown[0].strip() or first(PARTIAL, screen, len(PREFIX) + 2), (
             f"left on screen: {shown[0]!r}"
         )
-        settle(screen, PREFIX + "Q", len(PREFIX) + 1, None, "")
         # A newer request (the suggest key) during a partial: no partial of the older one after it.
         typed, column = PREFIX + "QZ", len(PREFIX) + 2
-        screen.type("Z")
         older_at, older = screen.wait("a partial", lambda: first(PARTIAL, screen, column))
         screen.keys("M-\\")
         newer_at, newer = screen.wait("the newer request", lambda: first(REQUEST, screen, column, older_at))
@@ -163,7 +166,7 @@ def test_a_slow_answer_settles_on_the_screen_and_its_unsure_part_is_dimmer(
     file.write_text(original)
     with nvim_in_tmux(
         tmp_path / "off",
-        "0.12",
+        version,
         server_command,
         slow_model_dir,
         file,
