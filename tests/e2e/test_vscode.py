@@ -540,3 +540,95 @@ def test_what_was_typed_while_the_model_loaded_is_asked_again_as_typing_asks(
     )
     (again,) = seen["answers"]
     assert again["items"] == 0 and again["ghost"] == {"first": "", "more": []}, again
+
+
+# The suggestion as it settles (dgemma/resolving) with the slow random-weight model (answers take most of
+# a second): the extension draws each partial as an `after` decoration at the cursor, the settled runs in
+# the ghost text's colour and the rest dimmer, until the final suggestion replaces it. The driver records
+# every frame that changed what is drawn at the cursor; the LSP trace (verbose) gives the requests, their
+# partials and their answers, with the times they were logged.
+
+
+@pytest.fixture(scope="module")
+def slow_code_server(tmp_path_factory, server_command: Path, slow_model_dir: Path) -> Iterator[CodeServer]:
+    home = tmp_path_factory.mktemp("code-server-slow-engine")
+    settings = {"dgemma.trace.server": "verbose", "dgemma.completion.latencyBudgetMs": 0}
+    with running_code_server(home, server_command, slow_model_dir, log_level="trace", **settings) as running:
+        yield running
+
+
+def shown_text(spans: list[dict]) -> str:
+    """What a partial's spans put on the request's line (the extension draws its first line)."""
+    return "".join(span["text"] for span in spans).split("\n", 1)[0]
+
+
+def partial_text(frame: dict) -> str:
+    return "".join(piece["text"] for piece in frame["partial"])
+
+
+def request_at(seen: dict, position: dict) -> dict:
+    """The last inline completion request of the trace at `position` that was answered, with its
+    partials (matched as the extension matches them: document version and position) and its response."""
+    events = seen["lsp"]
+    answered = {e["id"] for e in events if e["kind"] == "response"}
+    asked = [
+        e
+        for e in events
+        if e["kind"] == "request"
+        and e["id"] in answered
+        and (e["params"]["position"]["line"], e["params"]["position"]["character"])
+        == (position["line"], position["character"])
+    ]
+    assert asked, f"no answered request at {position}: {events}"
+    request = asked[-1]
+    version = request["params"]["textDocument"].get("version")
+    partials = [
+        e
+        for e in events
+        if e["kind"] == "resolving"
+        and e["params"]["position"] == request["params"]["position"]
+        and (version is None or e["params"]["version"] == version)
+        and e["at"] >= request["at"]
+    ]
+    response = next(e for e in events if e["kind"] == "response" and e["id"] == request["id"])
+    return {"request": request, "partials": partials, "response": response}
+
+
+def test_a_slow_suggestion_is_drawn_as_it_settles_then_replaced_by_the_final_one(
+    slow_code_server, workspace, artifacts
+):  # fmt: skip
+    seen = drive(
+        slow_code_server,
+        workspace,
+        artifacts,
+        "vscode-resolving",
+        [
+            {"do": "record"},
+            {"do": "type", "text": TYPED},
+            {"do": "waitPartial", "timeout": 120000},
+            {"do": "screenshot", "name": "vscode-resolving-partial"},
+            {"do": "waitFrameGhost", "timeout": 120000},
+            {"do": "screenshot", "name": "vscode-resolving-final"},
+            {"do": "timeline"},
+        ],
+    )
+    (artifacts / "vscode-resolving.json").write_text(json.dumps(seen, indent=1))
+    asked = request_at(seen, AT_TYPED)
+    assert asked["partials"], "the server sent no partial for the request at the cursor"
+    frames = [f for f in seen["frames"] if f["at"] >= asked["request"]["at"]]
+    first_partial = next(f for f in frames if f["partial"])
+    first_ghost = next(f for f in frames if f["ghost"])
+    assert first_partial["at"] < first_ghost["at"], "the final suggestion came before any partial was drawn"
+    # What was drawn is a partial of that request: its settled head in the ghost text's colour, the rest
+    # dimmer; and every frame drawing a partial shows one the server sent for it.
+    sent = [shown_text(p["params"]["spans"]) for p in asked["partials"]]
+    drawn = [partial_text(f) for f in frames if f["partial"]]
+    assert all(text in sent for text in drawn), (drawn, sent)
+    two_colours = [f for f in frames if len(f["partial"]) == 2]
+    assert two_colours and two_colours[0]["partial"][0]["color"] != two_colours[0]["partial"][1]["color"]
+    # The final suggestion replaced the partial: from its first frame on, no partial is drawn.
+    assert all(not f["partial"] for f in frames if f["at"] >= first_ghost["at"]), frames
+    print(
+        f"\nVS Code, slow engine: request to first visible partial {first_partial['at'] - asked['request']['at']} ms, "
+        f"to the final suggestion {first_ghost['at'] - asked['request']['at']} ms"
+    )
