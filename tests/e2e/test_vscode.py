@@ -628,7 +628,85 @@ def test_a_slow_suggestion_is_drawn_as_it_settles_then_replaced_by_the_final_one
     assert two_colours and two_colours[0]["partial"][0]["color"] != two_colours[0]["partial"][1]["color"]
     # The final suggestion replaced the partial: from its first frame on, no partial is drawn.
     assert all(not f["partial"] for f in frames if f["at"] >= first_ghost["at"]), frames
+    sent_at = asked["request"]["at"]
     print(
-        f"\nVS Code, slow engine: request to first visible partial {first_partial['at'] - asked['request']['at']} ms, "
-        f"to the final suggestion {first_ghost['at'] - asked['request']['at']} ms"
+        f"\nVS Code, slow engine: request to first visible partial {first_partial['at'] - sent_at} ms, "
+        f"to the final suggestion {first_ghost['at'] - sent_at} ms"
     )
+
+
+def during_a_partial(
+    slow_code_server, workspace, artifacts, name: str, action: dict, then: tuple[dict, ...] = ()
+) -> dict:
+    """Types TYPED, and once a partial is drawn does `action` (a step), then waits until nothing
+    of it is drawn, and does `then` (the newer request's ghost text, by default); what the driver saw."""
+    return drive(
+        slow_code_server,
+        workspace,
+        artifacts,
+        name,
+        [
+            {"do": "record"},
+            {"do": "type", "text": TYPED},
+            {"do": "waitPartial", "timeout": 120000},
+            {"do": "mark"},
+            action,
+            {"do": "waitNoPartial", "timeout": 30000},
+            *(then or ({"do": "waitFrameGhost", "timeout": 120000},)),
+            {"do": "save"},
+            {"do": "timeline"},
+        ],
+    )
+
+
+def assert_replaced(seen: dict, position: dict) -> None:
+    """After the mark, the partial drawn went before the newer request at `position` drew anything."""
+    mark = seen["mark"]
+    newer = request_at(seen, position)
+    assert newer["request"]["at"] >= mark - 5, "no newer request after the key"
+    after = [f for f in seen["frames"] if f["at"] >= mark]
+    emptied = next(f["at"] for f in after if not f["partial"])
+    drawn_again = [f["at"] for f in after if f["partial"]]
+    first_newer = min((p["at"] for p in newer["partials"]), default=None)
+    if first_newer is not None:
+        assert all(at < emptied or at >= first_newer for at in drawn_again), (after, first_newer)
+
+
+def test_a_key_that_does_not_match_the_partial_removes_it(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server, workspace, artifacts, "vscode-resolving-key", {"do": "type", "text": "#"}
+    )
+    assert_replaced(seen, {"line": LINE - 1, "character": len("    " + TYPED) + 1})
+
+
+def test_a_newer_request_replaces_the_partial(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server, workspace, artifacts, "vscode-resolving-newer", {"do": "press", "key": SUGGEST_KEY}
+    )
+    assert_replaced(seen, AT_TYPED)
+    requests = [e for e in seen["lsp"] if e["kind"] == "request"]
+    asked = [e for e in requests if e["params"]["context"]["triggerKind"] == ASKED]
+    assert asked and asked[-1]["at"] >= seen["mark"] - 5, "Alt+\\ asked for nothing"
+
+
+def test_tab_during_a_partial_does_not_insert_it(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server,
+        workspace,
+        artifacts,
+        "vscode-resolving-tab",
+        {"do": "press", "key": "Tab"},
+        # the answer at the Tab (after it the random model's suggestion is often cut to nothing)
+        then=(
+            {
+                "do": "waitAnswer",
+                "triggerKind": TYPING,
+                "line": LINE - 1,
+                "character": len("    " + TYPED) + 3,
+            },
+        ),
+    )
+    shown = [partial_text(f) for f in seen["frames"] if f["partial"] and f["at"] < seen["mark"]]
+    line = (workspace / FIXTURE).read_text().split("\n")[LINE - 1]
+    assert line.strip() == TYPED.strip(), f"Tab inserted more than a tab: {line!r} (partial {shown[-1]!r})"
+    assert line.startswith("    " + TYPED) and len(line) > len("    " + TYPED), f"Tab did nothing: {line!r}"
