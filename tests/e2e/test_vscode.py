@@ -605,7 +605,7 @@ def test_a_slow_suggestion_is_drawn_as_it_settles_then_replaced_by_the_final_one
         [
             {"do": "record"},
             {"do": "type", "text": TYPED},
-            {"do": "waitPartial", "timeout": 120000},
+            {"do": "waitPartial", "pieces": 2, "timeout": 60000},
             {"do": "screenshot", "name": "vscode-resolving-partial"},
             {"do": "waitFrameGhost", "timeout": 120000},
             {"do": "screenshot", "name": "vscode-resolving-final"},
@@ -648,7 +648,7 @@ def during_a_partial(
         [
             {"do": "record"},
             {"do": "type", "text": TYPED},
-            {"do": "waitPartial", "timeout": 120000},
+            {"do": "waitPartial", "timeout": 60000},
             {"do": "mark"},
             action,
             {"do": "waitNoPartial", "timeout": 30000},

@@ -397,9 +397,11 @@ async function runStep(page, step) {
       note("recording");
       return;
     case "waitPartial": {
-      // A frame drawing a partial (after the last `since` mark of the frames, when given).
+      // A frame drawing a partial (in at least `pieces` pieces: 2 is a settled head and the rest), after
+      // the last mark when there is one.
       const from = seen.mark ?? 0;
-      await waitFrames(page, "a partial", (all) => all.some((f) => f.at >= from && f.partial.length > 0), step.timeout ?? 60000);
+      const pieces = step.pieces ?? 1;
+      await waitFrames(page, "a partial", (all) => all.some((f) => f.at >= from && f.partial.length >= pieces), step.timeout ?? 60000);
       note("partial");
       return;
     }

@@ -17,9 +17,7 @@ import { parseLogLine } from "./logLevels";
 import { Partials } from "./partials";
 import { PartialView } from "./partialView";
 import {
-  CONFIDENCE_NOTIFICATION,
   EXPERIMENTAL_CAPABILITIES,
-  isConfidenceParams,
   isResolvingParams,
   isServerStatus,
   RESOLVING_NOTIFICATION,
@@ -200,11 +198,6 @@ export class ServerManager implements vscode.Disposable {
       client.onNotification(RESOLVING_NOTIFICATION, (params: unknown) => {
         if (isResolvingParams(params)) {
           this.partials.resolving(params);
-        }
-      }),
-      client.onNotification(CONFIDENCE_NOTIFICATION, (params: unknown) => {
-        if (isConfidenceParams(params)) {
-          this.partials.confident(params);
         }
       }),
       client.onDidChangeState((event) => {

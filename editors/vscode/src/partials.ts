@@ -1,6 +1,6 @@
 // Which request a `dgemma/resolving` partial belongs to, and what is drawn of it. No `vscode` import:
 // unit-tested in node.
-import type { AskedAt, ConfidenceParams, LspPosition, ResolvingParams, Span } from "./protocol";
+import type { AskedAt, LspPosition, ResolvingParams, Span } from "./protocol";
 
 /** Whether two inline completion requests were asked at the same document version and position. */
 export function sameAsk(a: AskedAt, b: AskedAt): boolean {
@@ -45,7 +45,6 @@ export class Partials {
   private asked: { ticket: number; at: AskedAt } | undefined;
   private tickets = 0;
   private shown: Shown | undefined;
-  private confidence: ConfidenceParams | undefined;
 
   constructor(private readonly draw: (shown: Shown | undefined) => void) {}
 
@@ -53,22 +52,16 @@ export class Partials {
   ask(at: AskedAt): number {
     this.tickets += 1;
     this.asked = { ticket: this.tickets, at };
-    this.confidence = undefined;
     this.clear();
     return this.tickets;
   }
 
-  /** The request `ticket` has its answer (or was cancelled): its partial goes; returns the unsure parts
-   * the server sent for its items, if any. */
-  answered(ticket: number): ConfidenceParams | undefined {
-    if (this.asked?.ticket !== ticket) {
-      return undefined;
+  /** The request `ticket` has its answer (or was cancelled): its partial goes. */
+  answered(ticket: number): void {
+    if (this.asked?.ticket === ticket) {
+      this.asked = undefined;
+      this.clear();
     }
-    const confidence = this.confidence;
-    this.asked = undefined;
-    this.confidence = undefined;
-    this.clear();
-    return confidence;
   }
 
   /** A `dgemma/resolving` notification: drawn when it belongs to the request in flight. */
@@ -80,15 +73,6 @@ export class Partials {
     const spans = firstLine(params.spans);
     this.shown = spans.length > 0 ? { at, spans } : undefined;
     this.draw(this.shown);
-    return true;
-  }
-
-  /** A `dgemma/confidence` notification: kept for the answer of the request in flight. */
-  confident(params: ConfidenceParams): boolean {
-    if (this.matching(params) === undefined) {
-      return false;
-    }
-    this.confidence = params;
     return true;
   }
 
@@ -112,7 +96,6 @@ export class Partials {
    * is drawn any more. */
   drop(): void {
     this.asked = undefined;
-    this.confidence = undefined;
     this.clear();
   }
 
@@ -127,7 +110,7 @@ export class Partials {
     return this.shown;
   }
 
-  private matching(params: ResolvingParams | ConfidenceParams): AskedAt | undefined {
+  private matching(params: ResolvingParams): AskedAt | undefined {
     const at: AskedAt = { uri: params.textDocument.uri, version: params.version, position: params.position };
     return this.asked !== undefined && sameAsk(this.asked.at, at) ? this.asked.at : undefined;
   }

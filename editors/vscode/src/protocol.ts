@@ -5,11 +5,10 @@ export const STATUS_NOTIFICATION = "dgemma/status";
  * What the extension declares under the `experimental` client capability: the server sends its custom
  * notifications only to clients that declare them (every other client gets standard LSP only).
  */
-export const EXPERIMENTAL_CAPABILITIES = { dgemma: { status: true, resolving: true, confidence: true } };
+// Not `confidence`: VS Code's inline suggestion cannot be drawn in parts (README, "As it settles").
+export const EXPERIMENTAL_CAPABILITIES = { dgemma: { status: true, resolving: true } };
 /** A slow completion's text so far, as runs of settled and unsettled text (docs/protocol.md). */
 export const RESOLVING_NOTIFICATION = "dgemma/resolving";
-/** The parts of a completion's final items the model was unsure of, sent right before its response. */
-export const CONFIDENCE_NOTIFICATION = "dgemma/confidence";
 export const NEXT_EDIT_REQUEST = "dgemma/nextEdit";
 export const REWRITE_KIND = "refactor.rewrite";
 
@@ -100,15 +99,6 @@ export interface ResolvingParams {
   spans: Span[];
 }
 
-/** Params of `dgemma/confidence`: per response item (by its insertText), the unsure [start, end) ranges. */
-export interface ConfidenceParams {
-  textDocument: { uri: string };
-  version: number;
-  position: LspPosition;
-  requestId: number | string;
-  items: { insertText: string; low: [number, number][] }[];
-}
-
 function isAskedAt(value: unknown): boolean {
   const v = value as ResolvingParams | null;
   return (
@@ -126,19 +116,5 @@ export function isResolvingParams(value: unknown): value is ResolvingParams {
     isAskedAt(value) &&
     Array.isArray(spans) &&
     spans.every((s) => typeof s?.text === "string" && typeof s.settled === "boolean")
-  );
-}
-
-export function isConfidenceParams(value: unknown): value is ConfidenceParams {
-  const items = (value as ConfidenceParams | null)?.items;
-  return (
-    isAskedAt(value) &&
-    Array.isArray(items) &&
-    items.every(
-      (item) =>
-        typeof item?.insertText === "string" &&
-        Array.isArray(item.low) &&
-        item.low.every((r) => Array.isArray(r) && r.length === 2 && r.every(Number.isInteger)),
-    )
   );
 }

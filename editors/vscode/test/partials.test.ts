@@ -1,7 +1,7 @@
 import * as assert from "node:assert/strict";
 import { test } from "node:test";
 import { firstLine, headAndRest, Partials, type Shown } from "../src/partials";
-import type { AskedAt, ConfidenceParams, ResolvingParams, Span } from "../src/protocol";
+import type { AskedAt, ResolvingParams, Span } from "../src/protocol";
 
 const URI = "file:///w/stats.py";
 const AT: AskedAt = { uri: URI, version: 3, position: { line: 14, character: 16 } };
@@ -104,23 +104,6 @@ test("a partial that shows nothing on the line removes the one drawn", () => {
   partials.resolving(partial(AT, SPANS));
   partials.resolving(partial(AT, [{ text: "\n    return", settled: false }]));
   assert.equal(drawn.at(-1), undefined);
-});
-
-test("the unsure parts sent before the answer are handed back at the answer, only for that request", () => {
-  const { partials } = drawing();
-  const ticket = partials.ask(AT);
-  const confidence: ConfidenceParams = {
-    textDocument: { uri: URI },
-    version: AT.version,
-    position: AT.position,
-    requestId: 7,
-    items: [{ insertText: "min(values)", low: [[4, 10]] }],
-  };
-  assert.ok(!partials.confident({ ...confidence, version: 1 }));
-  assert.ok(partials.confident(confidence));
-  assert.deepEqual(partials.answered(ticket), confidence);
-  const next = partials.ask(AT);
-  assert.equal(partials.answered(next), undefined);
 });
 
 test("a partial is drawn as its settled head and the rest", () => {
