@@ -540,3 +540,173 @@ def test_what_was_typed_while_the_model_loaded_is_asked_again_as_typing_asks(
     )
     (again,) = seen["answers"]
     assert again["items"] == 0 and again["ghost"] == {"first": "", "more": []}, again
+
+
+# The suggestion as it settles (dgemma/resolving) with the slow random-weight model (answers take most of
+# a second): the extension draws each partial as an `after` decoration at the cursor, the settled runs in
+# the ghost text's colour and the rest dimmer, until the final suggestion replaces it. The driver records
+# every frame that changed what is drawn at the cursor; the LSP trace (verbose) gives the requests, their
+# partials and their answers, with the times they were logged.
+
+
+@pytest.fixture(scope="module")
+def slow_code_server(tmp_path_factory, server_command: Path, slow_model_dir: Path) -> Iterator[CodeServer]:
+    home = tmp_path_factory.mktemp("code-server-slow-engine")
+    settings = {"dgemma.trace.server": "verbose", "dgemma.completion.latencyBudgetMs": 0}
+    with running_code_server(home, server_command, slow_model_dir, log_level="trace", **settings) as running:
+        yield running
+
+
+def shown_text(spans: list[dict]) -> str:
+    """What a partial's spans put on the request's line (the extension draws its first line)."""
+    return "".join(span["text"] for span in spans).split("\n", 1)[0]
+
+
+def partial_text(frame: dict) -> str:
+    return "".join(piece["text"] for piece in frame["partial"])
+
+
+def request_at(seen: dict, position: dict) -> dict:
+    """The last inline completion request of the trace at `position` that was answered, with its
+    partials (matched as the extension matches them: document version and position) and its response."""
+    events = seen["lsp"]
+    answered = {e["id"] for e in events if e["kind"] == "response"}
+    asked = [
+        e
+        for e in events
+        if e["kind"] == "request"
+        and e["id"] in answered
+        and (e["params"]["position"]["line"], e["params"]["position"]["character"])
+        == (position["line"], position["character"])
+    ]
+    assert asked, f"no answered request at {position}: {events}"
+    request = asked[-1]
+    version = request["params"]["textDocument"].get("version")
+    partials = [
+        e
+        for e in events
+        if e["kind"] == "resolving"
+        and e["params"]["position"] == request["params"]["position"]
+        and (version is None or e["params"]["version"] == version)
+        and e["at"] >= request["at"]
+    ]
+    response = next(e for e in events if e["kind"] == "response" and e["id"] == request["id"])
+    return {"request": request, "partials": partials, "response": response}
+
+
+def test_a_slow_suggestion_is_drawn_as_it_settles_then_replaced_by_the_final_one(
+    slow_code_server, workspace, artifacts
+):  # fmt: skip
+    seen = drive(
+        slow_code_server,
+        workspace,
+        artifacts,
+        "vscode-resolving",
+        [
+            {"do": "record"},
+            {"do": "type", "text": TYPED},
+            {"do": "waitPartial", "pieces": 2, "timeout": 60000},
+            {"do": "screenshot", "name": "vscode-resolving-partial"},
+            {"do": "waitFrameGhost", "timeout": 120000},
+            {"do": "screenshot", "name": "vscode-resolving-final"},
+            {"do": "timeline"},
+        ],
+    )
+    (artifacts / "vscode-resolving.json").write_text(json.dumps(seen, indent=1))
+    asked = request_at(seen, AT_TYPED)
+    assert asked["partials"], "the server sent no partial for the request at the cursor"
+    frames = [f for f in seen["frames"] if f["at"] >= asked["request"]["at"]]
+    first_partial = next(f for f in frames if f["partial"])
+    first_ghost = next(f for f in frames if f["ghost"])
+    assert first_partial["at"] < first_ghost["at"], "the final suggestion came before any partial was drawn"
+    # What was drawn is a partial of that request: its settled head in the ghost text's colour, the rest
+    # dimmer; and every frame drawing a partial shows one the server sent for it.
+    sent = [shown_text(p["params"]["spans"]) for p in asked["partials"]]
+    drawn = [partial_text(f) for f in frames if f["partial"]]
+    assert all(text in sent for text in drawn), (drawn, sent)
+    two_colours = [f for f in frames if len(f["partial"]) == 2]
+    assert two_colours and two_colours[0]["partial"][0]["color"] != two_colours[0]["partial"][1]["color"]
+    # The final suggestion replaced the partial: from its first frame on, no partial is drawn.
+    assert all(not f["partial"] for f in frames if f["at"] >= first_ghost["at"]), frames
+    sent_at = asked["request"]["at"]
+    print(
+        f"\nVS Code, slow engine: request to first visible partial {first_partial['at'] - sent_at} ms, "
+        f"to the final suggestion {first_ghost['at'] - sent_at} ms"
+    )
+
+
+def during_a_partial(
+    slow_code_server, workspace, artifacts, name: str, action: dict, then: tuple[dict, ...] = ()
+) -> dict:
+    """Types TYPED, and once a partial is drawn does `action` (a step), then waits until nothing
+    of it is drawn, and does `then` (the newer request's ghost text, by default); what the driver saw."""
+    return drive(
+        slow_code_server,
+        workspace,
+        artifacts,
+        name,
+        [
+            {"do": "record"},
+            {"do": "type", "text": TYPED},
+            {"do": "waitPartial", "timeout": 60000},
+            {"do": "mark"},
+            action,
+            {"do": "waitNoPartial", "timeout": 30000},
+            *(then or ({"do": "waitFrameGhost", "timeout": 120000},)),
+            {"do": "save"},
+            {"do": "timeline"},
+        ],
+    )
+
+
+def assert_replaced(seen: dict, position: dict) -> None:
+    """After the mark, the partial drawn went before the newer request at `position` drew anything."""
+    mark = seen["mark"]
+    newer = request_at(seen, position)
+    assert newer["request"]["at"] >= mark - 5, "no newer request after the key"
+    after = [f for f in seen["frames"] if f["at"] >= mark]
+    emptied = next(f["at"] for f in after if not f["partial"])
+    drawn_again = [f["at"] for f in after if f["partial"]]
+    first_newer = min((p["at"] for p in newer["partials"]), default=None)
+    if first_newer is not None:
+        assert all(at < emptied or at >= first_newer for at in drawn_again), (after, first_newer)
+
+
+def test_a_key_that_does_not_match_the_partial_removes_it(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server, workspace, artifacts, "vscode-resolving-key", {"do": "type", "text": "#"}
+    )
+    assert_replaced(seen, {"line": LINE - 1, "character": len("    " + TYPED) + 1})
+
+
+def test_a_newer_request_replaces_the_partial(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server, workspace, artifacts, "vscode-resolving-newer", {"do": "press", "key": SUGGEST_KEY}
+    )
+    assert_replaced(seen, AT_TYPED)
+    requests = [e for e in seen["lsp"] if e["kind"] == "request"]
+    asked = [e for e in requests if e["params"]["context"]["triggerKind"] == ASKED]
+    assert asked and asked[-1]["at"] >= seen["mark"] - 5, "Alt+\\ asked for nothing"
+
+
+def test_tab_during_a_partial_does_not_insert_it(slow_code_server, workspace, artifacts):
+    seen = during_a_partial(
+        slow_code_server,
+        workspace,
+        artifacts,
+        "vscode-resolving-tab",
+        {"do": "press", "key": "Tab"},
+        # the answer at the Tab (after it the random model's suggestion is often cut to nothing)
+        then=(
+            {
+                "do": "waitAnswer",
+                "triggerKind": TYPING,
+                "line": LINE - 1,
+                "character": len("    " + TYPED) + 3,
+            },
+        ),
+    )
+    shown = [partial_text(f) for f in seen["frames"] if f["partial"] and f["at"] < seen["mark"]]
+    line = (workspace / FIXTURE).read_text().split("\n")[LINE - 1]
+    assert line.strip() == TYPED.strip(), f"Tab inserted more than a tab: {line!r} (partial {shown[-1]!r})"
+    assert line.startswith("    " + TYPED) and len(line) > len("    " + TYPED), f"Tab did nothing: {line!r}"

@@ -100,6 +100,95 @@ async function ghostText(page) {
   });
 }
 
+// In the page: records, at every frame, what the editor draws at the cursor: the pieces of the
+// extension's partial (its decoration's `before` and `after` text: VS Code's "ced-" classes, the text
+// in their ::before and ::after content, in the order drawn) and the ghost text, keeping the frames
+// where either changed: [{at, partial, ghost}].
+function installRecorder() {
+  const pieces = () => {
+    const found = [];
+    for (const node of document.querySelectorAll(".editor-instance .monaco-editor .view-lines span[class*='ced-']")) {
+      for (const pseudo of ["::before", "::after"]) {
+        const style = getComputedStyle(node, pseudo);
+        if (style.content && style.content !== "none" && style.content !== "normal") {
+          let text = style.content;
+          try {
+            text = JSON.parse(text);
+          } catch {
+            text = text.slice(1, -1);
+          }
+          found.push({ text, color: style.color });
+        }
+      }
+    }
+    return found;
+  };
+  const ghost = () =>
+    Array.from(document.querySelectorAll(".monaco-editor .ghost-text-decoration"))
+      .map((n) => n.textContent)
+      .join("");
+  window.__frames = [];
+  let last = "";
+  const look = () => {
+    const frame = { at: Date.now(), partial: pieces(), ghost: ghost() };
+    const key = JSON.stringify([frame.partial, frame.ghost]);
+    if (key !== last) {
+      last = key;
+      window.__frames.push(frame);
+    }
+    requestAnimationFrame(() => setTimeout(look, 0)); // after the frame's rendering: what was painted
+  };
+  look();
+}
+
+// The time (ms since the epoch) of a line of the extension's log: "2026-12-07 22:00:00.123 [trace] ...".
+function loggedAt(entry) {
+  const stamp = entry.match(/^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d\.\d+)/);
+  return stamp ? new Date(`${stamp[1]}T${stamp[2]}`).getTime() : null;
+}
+
+// The inline completion requests and the dgemma/resolving and dgemma/confidence notifications of the
+// trace, in order: [{kind: "request" | "response" | "resolving" | "confidence", at, id?, params?}].
+function lspEvents(log) {
+  const events = [];
+  for (const entry of log.split(/\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+\] )/)) {
+    const at = loggedAt(entry);
+    const params = entry.indexOf("Params: ");
+    const request = entry.match(/Sending request 'textDocument\/inlineCompletion - \((\d+)\)'/);
+    if (request && params >= 0) {
+      events.push({ kind: "request", at, id: request[1], params: JSON.parse(entry.slice(params + 8)) });
+    }
+    const response = entry.match(/Received response 'textDocument\/inlineCompletion - \((\d+)\)'/);
+    if (response) {
+      const result = entry.indexOf("Result: ");
+      events.push({ kind: "response", at, id: response[1], result: result >= 0 ? JSON.parse(entry.slice(result + 8)) : null });
+    }
+    const notification = entry.match(/Received notification 'dgemma\/(resolving|confidence)'/);
+    if (notification && params >= 0) {
+      events.push({ kind: notification[1], at, params: JSON.parse(entry.slice(params + 8)) });
+    }
+  }
+  return events;
+}
+
+async function frames(page) {
+  return page.evaluate(() => window.__frames);
+}
+
+async function waitFrames(page, what, test, timeout) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const all = await frames(page);
+    if (test(all)) {
+      return all;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}; frames: ${JSON.stringify(all).slice(-2000)}`);
+    }
+    await page.waitForTimeout(20);
+  }
+}
+
 // The extension's log (its LSP trace: "dgemma.trace.server": "verbose" in the scenario's settings) of
 // this window: the newest DiffusionGemma log under the scenario's logs folder.
 function extensionLog() {
@@ -303,6 +392,39 @@ async function runStep(page, step) {
       note("answer", answer);
       return;
     }
+    case "record":
+      await page.evaluate(installRecorder);
+      note("recording");
+      return;
+    case "waitPartial": {
+      // A frame drawing a partial (in at least `pieces` pieces: 2 is a settled head and the rest), after
+      // the last mark when there is one.
+      const from = seen.mark ?? 0;
+      const pieces = step.pieces ?? 1;
+      await waitFrames(page, "a partial", (all) => all.some((f) => f.at >= from && f.partial.length >= pieces), step.timeout ?? 60000);
+      note("partial");
+      return;
+    }
+    case "waitNoPartial": {
+      await waitFrames(page, "the partial gone", (all) => all.length > 0 && all.at(-1).partial.length === 0, step.timeout ?? 10000);
+      note("partial gone");
+      return;
+    }
+    case "mark":
+      seen.mark = Date.now();
+      note("mark");
+      return;
+    case "waitFrameGhost": {
+      const from = seen.mark ?? 0;
+      await waitFrames(page, "ghost text", (all) => all.some((f) => f.at >= from && f.ghost !== ""), step.timeout ?? 60000);
+      note("frame ghost");
+      return;
+    }
+    case "timeline":
+      seen.frames = await frames(page);
+      seen.lsp = lspEvents(extensionLog());
+      note("timeline");
+      return;
     case "waitNoGhost":
       await page.locator(".monaco-editor .ghost-text-decoration").first().waitFor({ state: "hidden", timeout: 10000 });
       note("ghost gone");

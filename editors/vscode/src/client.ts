@@ -14,7 +14,16 @@ import {
 import { notFoundMessage, resolveCommand } from "./command";
 import { Freshness } from "./freshness";
 import { parseLogLine } from "./logLevels";
-import { EXPERIMENTAL_CAPABILITIES, isServerStatus, REWRITE_KIND, STATUS_NOTIFICATION } from "./protocol";
+import { Partials } from "./partials";
+import { PartialView } from "./partialView";
+import {
+  EXPERIMENTAL_CAPABILITIES,
+  isResolvingParams,
+  isServerStatus,
+  RESOLVING_NOTIFICATION,
+  REWRITE_KIND,
+  STATUS_NOTIFICATION,
+} from "./protocol";
 import { languageEnabled, serverOptions } from "./settings";
 import type { StatusBar } from "./status";
 
@@ -98,11 +107,28 @@ export class ServerManager implements vscode.Disposable {
     (fresh) => void vscode.commands.executeCommand("setContext", FRESH_KEY, fresh),
     () => settings().get<number>("inline.acceptAfterMs", 300),
   );
+  private readonly partialView = new PartialView();
+  // The slow completion's partial (dgemma/resolving) of the request in flight, drawn by partialView.
+  private readonly partials = new Partials((shown) => this.partialView.draw(shown));
+  private readonly watchers: vscode.Disposable[];
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
     private readonly statusBar: StatusBar,
-  ) {}
+  ) {
+    this.watchers = [
+      vscode.workspace.onDidChangeTextDocument((event) => {
+        this.partials.edited(event.document.uri.toString(), event.document.version);
+      }),
+      vscode.window.onDidChangeTextEditorSelection((event) => {
+        const at = event.selections[0]?.active;
+        if (at !== undefined) {
+          this.partials.moved(event.textEditor.document.uri.toString(), at);
+        }
+      }),
+      vscode.window.onDidChangeActiveTextEditor(() => this.partials.drop()),
+    ];
+  }
 
   get running(): LanguageClient | undefined {
     return this.client?.state === State.Running ? this.client : undefined;
@@ -167,6 +193,11 @@ export class ServerManager implements vscode.Disposable {
           if (becameReady && vscode.window.activeTextEditor && settings().get("completion.trigger") !== "manual") {
             void this.askAgain();
           }
+        }
+      }),
+      client.onNotification(RESOLVING_NOTIFICATION, (params: unknown) => {
+        if (isResolvingParams(params)) {
+          this.partials.resolving(params);
         }
       }),
       client.onDidChangeState((event) => {
@@ -299,7 +330,17 @@ export class ServerManager implements vscode.Disposable {
           this.askingOnReady && context.triggerKind === vscode.InlineCompletionTriggerKind.Invoke
             ? { ...context, triggerKind: vscode.InlineCompletionTriggerKind.Automatic }
             : context;
-        const answer = await next(document, position, asked, token);
+        const ticket = this.partials.ask({
+          uri: document.uri.toString(),
+          version: document.version,
+          position: { line: position.line, character: position.character },
+        });
+        let answer: Awaited<ReturnType<typeof next>>;
+        try {
+          answer = await next(document, position, asked, token);
+        } finally {
+          this.partials.answered(ticket); // the final suggestion replaces the partial
+        }
         if (!token.isCancellationRequested) {
           this.freshness.answered(lineWithSuggestion(document, position, answer));
         }
@@ -335,6 +376,10 @@ export class ServerManager implements vscode.Disposable {
 
   dispose(): void {
     this.freshness.dispose();
+    for (const watcher of this.watchers) {
+      watcher.dispose();
+    }
+    this.partialView.dispose();
     void this.stop();
   }
 }

@@ -5,7 +5,10 @@ export const STATUS_NOTIFICATION = "dgemma/status";
  * What the extension declares under the `experimental` client capability: the server sends its custom
  * notifications only to clients that declare them (every other client gets standard LSP only).
  */
-export const EXPERIMENTAL_CAPABILITIES = { dgemma: { status: true } };
+// Not `confidence`: VS Code's inline suggestion cannot be drawn in parts (README, "As it settles").
+export const EXPERIMENTAL_CAPABILITIES = { dgemma: { status: true, resolving: true } };
+/** A slow completion's text so far, as runs of settled and unsettled text (docs/protocol.md). */
+export const RESOLVING_NOTIFICATION = "dgemma/resolving";
 export const NEXT_EDIT_REQUEST = "dgemma/nextEdit";
 export const REWRITE_KIND = "refactor.rewrite";
 
@@ -71,5 +74,47 @@ export function isNextEdit(value: unknown): value is NextEdit {
     edit.range !== null &&
     isPosition(edit.range.start) &&
     isPosition(edit.range.end)
+  );
+}
+
+/** Where an inline completion request was asked: the document, its version and the position. */
+export interface AskedAt {
+  uri: string;
+  version: number;
+  position: LspPosition;
+}
+
+export interface Span {
+  text: string;
+  /** The model is sure of this run; the rest may still change at the next step. */
+  settled: boolean;
+}
+
+/** Params of `dgemma/resolving`. */
+export interface ResolvingParams {
+  textDocument: { uri: string };
+  version: number;
+  position: LspPosition;
+  requestId: number | string;
+  spans: Span[];
+}
+
+function isAskedAt(value: unknown): boolean {
+  const v = value as ResolvingParams | null;
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof v.textDocument?.uri === "string" &&
+    Number.isInteger(v.version) &&
+    isPosition(v.position)
+  );
+}
+
+export function isResolvingParams(value: unknown): value is ResolvingParams {
+  const spans = (value as ResolvingParams | null)?.spans;
+  return (
+    isAskedAt(value) &&
+    Array.isArray(spans) &&
+    spans.every((s) => typeof s?.text === "string" && typeof s.settled === "boolean")
   );
 }
