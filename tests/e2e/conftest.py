@@ -63,7 +63,8 @@ def hiding_model(tiny_model_dir: Path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def slow_model_dir(tmp_path_factory) -> Path:
-    """The slow random-weight model of the released architecture (tests/slow_model.py), built once."""
+    """The slow random-weight model of the released architecture (tests/slow_model.py), built once: answers
+    take most of a second here, so the editors see the canvas settle (dgemma/resolving)."""
     from tests.slow_model import build_slow_checkpoint
 
     return build_slow_checkpoint(tmp_path_factory.mktemp("slow-model"))
@@ -102,12 +103,3 @@ def requires(features: ServerFeatures, name: str) -> None:
     }
     if not getattr(features, name):
         pytest.skip(reasons[name])
-
-
-@pytest.fixture(scope="session")
-def slow_model_dir(tmp_path_factory) -> Path:
-    """The slow random-weight model of the released architecture (tests/slow_model.py): answers take
-    most of a second here, so the editors see the canvas settle (dgemma/resolving)."""
-    from tests.slow_model import build_slow_checkpoint
-
-    return build_slow_checkpoint(tmp_path_factory.mktemp("slow-model"))
