@@ -65,7 +65,8 @@ class CanvasStep:
     """The canvas after a denoising step, as its most confident row would emit it now: what an observer
     shows while the answer settles (the engine's raw text, before any caller post-processes it)."""
 
-    step: int  # denoising steps the request's pass has taken (0: the seeded draft, before the first)
+    step: int  # denoising steps the request's pass has taken (0: a draft, before the first; a next-token
+    # draft is shown at 0 as it is written, token by token)
     text: str  # earlier canvases' text and this canvas's up to its first EOS, without the request's lead
     # Character ranges of `text` the model is sure of: accepted by the entropy bound at this step, fixed,
     # emitted by an earlier canvas, or in a row that has converged; the rest may still change.

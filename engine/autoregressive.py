@@ -11,6 +11,7 @@ and an anchor is not used.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,10 +47,12 @@ def greedy_tokens(
     deadline: float | None = None,
     cancel: CancelToken | None = None,
     first_bias: torch.Tensor | None = None,
+    wrote: Callable[[Greedy], None] | None = None,
 ) -> Greedy:
     """Greedy tokens after the encoder state `hidden` ([H], the last prompt token's), each appended to
     `cache` as it is written (the caller records or crops them), until EOS, `max_tokens`, the
-    deadline or cancellation; `first_bias` ([V]) is added to the first token's logits (a lead's).
+    deadline or cancellation; `first_bias` ([V]) is added to the first token's logits (a lead's);
+    `wrote` is shown the tokens so far after each one (an observer's partial).
     `steps` counts forward passes that produced a token: the prefill produced the first one, each
     appended token the next."""
     out = Greedy()
@@ -67,6 +70,8 @@ def greedy_tokens(
             return out
         out.tokens.append(token)
         out.confidence.append(float(probs[token]))
+        if wrote is not None:
+            wrote(out)
         if len(out.tokens) >= max_tokens:
             return out
         if cancel is not None and cancel.is_set():

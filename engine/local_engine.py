@@ -226,12 +226,21 @@ class LocalEngine:
         deadline = request.deadline
         if deadline is not None:
             deadline = time.monotonic() + NEXT_TOKEN_DRAFT_SHARE * max(0.0, deadline - time.monotonic())
+        observer = request.observer
+        wrote = None if observer is None else lambda out: self._report_draft(observer, out, request.lead)
         written = greedy_tokens(
             self, hidden, self.prompt_cache.cache, room, min_tokens=1, deadline=deadline,
-            cancel=request.cancel, first_bias=self.lead_bias(request.lead),
+            cancel=request.cancel, first_bias=self.lead_bias(request.lead), wrote=wrote,
         )  # fmt: skip
         self.prompt_cache.drop_unrecorded()
         return written
+
+    def _report_draft(self, observer: CanvasObserver, written: Greedy, lead: str) -> None:
+        """The next-token draft so far, shown to `observer` when due: the canvas starts from it, so it is
+        the first text an answer that drafts this way can show (all of it unsettled)."""
+        if observer.due():
+            text, offsets = self.text_of(written.tokens, lead)
+            observer(CanvasStep(0, text, (), tuple(written.confidence), offsets, draft=0))
 
     def _with_head_confidence(
         self, ids: list[int], last: torch.Tensor, candidates: tuple[Candidate, ...], written: Greedy

@@ -9,6 +9,7 @@ import threading
 from dgemma_lsp.inline.evidence import Evidence
 from dgemma_lsp.inline.proposal import Proposal
 from dgemma_lsp.inline.resolving import (
+    DECODE_FROM_S,
     EVERY_S,
     FIRST_AFTER_S,
     Outbox,
@@ -57,10 +58,10 @@ def test_no_partial_before_the_first_wait_then_at_most_one_per_interval():
     clock = Clock()
     sent: list[tuple[Span, ...]] = []
     resolving = Resolving(clock.now, sent.append, clock)
-    clock.now += FIRST_AFTER_S * 0.9
-    assert not resolving.due()  # an answer within the first wait shows nothing
-    clock.now += FIRST_AFTER_S * 0.2
-    assert resolving.due()
+    clock.now += DECODE_FROM_S * 0.9
+    assert not resolving.due()  # an answer this soon shows nothing: not even decoded
+    clock.now += DECODE_FROM_S * 0.2
+    assert resolving.due()  # decoded now; the server's Outbox holds it until FIRST_AFTER_S
     resolving(step("a"))
     assert sent == [(Span("a", False),)]
     clock.now += EVERY_S * 0.5
@@ -125,3 +126,19 @@ async def test_the_outbox_sends_only_the_newest_partial_and_spaces_them_on_the_l
     await asyncio.wait_for(arrived.wait(), 10)
     assert [m for m, _ in got] == ["c", "e"]
     assert got[1][1] - got[0][1] >= EVERY_S  # held back until the interval had passed
+
+
+async def test_the_outbox_holds_the_first_partial_until_its_time():
+    loop = asyncio.get_running_loop()
+    got: list[float] = []
+    arrived = asyncio.Event()
+
+    def deliver(message: str) -> None:
+        got.append(loop.time())
+        arrived.set()
+
+    first_at = loop.time() + FIRST_AFTER_S
+    outbox = Outbox(loop, deliver, first_at)
+    outbox.put("decoded early")  # the worker decodes the first one before FIRST_AFTER_S
+    await asyncio.wait_for(arrived.wait(), 10)
+    assert got[0] >= first_at - 0.001  # asyncio runs a timer up to its clock's resolution early

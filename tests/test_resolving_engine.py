@@ -66,7 +66,8 @@ def test_an_observer_sees_every_step_but_the_last_and_changes_nothing(engine, re
     assert answer(observed) == answer(plain)
     assert seen.steps, "nothing was reported"
     numbers = [s.step for s in seen.steps]
-    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    assert numbers == sorted(numbers)  # step 0 more than once: a next-token draft as it is written
+    assert len(set(numbers) - {0}) == len([n for n in numbers if n])
     assert numbers[-1] < observed.steps  # the last step is the answer itself
     for step in seen.steps:
         assert len(step.offsets) == len(step.confidence)
@@ -81,6 +82,22 @@ def test_a_draft_is_reported_before_the_first_step_unsettled(engine):
     first = seen.steps[0]
     assert first.step == 0 and first.text == draft and first.draft == 0
     assert first.settled == () and set(first.confidence) == {0.0}
+
+
+def test_a_next_token_draft_is_reported_as_it_is_written_before_the_first_step(engine):
+    seen = Recorder()
+    request = InfillRequest(
+        prefix=PREFIX, suffix=SUFFIX, next_token_draft=True, max_new_tokens=16, max_steps=4
+    )
+    result = engine.infill(replace(request, observer=seen))
+    written = [s for s in seen.steps if s.step == 0]
+    assert len(written) >= 2, f"the draft was shown {len(written)} times, not as it was written"
+    lengths = [len(s.offsets) for s in written]
+    assert lengths[:-1] == list(range(1, len(lengths)))  # one more token each time, then the seeded canvas
+    assert all(s.settled == () and s.draft == 0 for s in written)
+    assert all(p > 0.0 for s in written[:-1] for p in s.confidence)  # the head's own probabilities
+    assert written[-2].text == written[-1].text  # the canvas starts from what was written
+    assert result.steps > 0
 
 
 def test_earlier_canvases_text_stays_in_the_report_and_is_settled(engine):

@@ -2,9 +2,10 @@
 
 `Resolving` is the engine's canvas observer (`engine.api.CanvasObserver`) for one completion request of a
 client that declared `dgemma/resolving`. It runs on the model worker: `due` is a clock read (nothing is
-decoded before the completion has run FIRST_AFTER_S, nor more often than EVERY_S), and each step it is
+decoded before the completion has run DECODE_FROM_S, nor more often than EVERY_S), and each step it is
 shown becomes spans of settled and unsettled text, cut as the final answer's shape would cut it, handed to
-`send` (which only queues them for the event loop). `low_confidence` finds the character ranges of a
+`send` (which only queues them for the event loop, where `Outbox` holds the first until FIRST_AFTER_S).
+`low_confidence` finds the character ranges of a
 final suggestion whose tokens the model gave less than LOW_CONFIDENCE (`dgemma/confidence`).
 """
 
@@ -24,6 +25,9 @@ from engine.api import CanvasStep, token_ranges
 # No partial before the completion has run this long: a pause is about 150 ms, and an answer that comes
 # sooner than this needs no progress shown (it would only flicker before the suggestion).
 FIRST_AFTER_S = 0.1
+# The first partial is decoded from this on and held until FIRST_AFTER_S: else it waited for the end of
+# the step under way at FIRST_AFTER_S, a whole step late on a loaded machine.
+DECODE_FROM_S = 0.05
 EVERY_S = 0.05  # at most one partial this often: enough to look alive, little for a client to redraw
 # Below this probability a token is more likely some other token than the one shown: drawn dimmer.
 LOW_CONFIDENCE = 0.5
@@ -88,7 +92,7 @@ class Resolving:
         if self.stopped:
             return False
         now = self.clock()
-        if now - self.started < FIRST_AFTER_S:
+        if now - self.started < DECODE_FROM_S:
             return False
         return self._sent_at is None or now - self._sent_at >= EVERY_S
 
@@ -105,14 +109,16 @@ class Resolving:
 
 class Outbox(Generic[Message]):
     """Partials from the model worker to the event loop: `put` (any thread) queues one, the loop hands
-    `deliver` only the newest waiting, and never sooner than EVERY_S after the one before (a busy loop
-    may run two queued callbacks back to back)."""
+    `deliver` only the newest waiting, never before loop time `first_at` and never sooner than EVERY_S
+    after the one before (a busy loop may run two queued callbacks back to back)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Message], None], first_at: float = 0.0
+    ) -> None:
         self.loop = loop
         self.deliver = deliver
         self._waiting: deque[Message] = deque()  # appends and pops are atomic: no lock
-        self._next = 0.0  # loop time before which nothing more is delivered
+        self._next = first_at  # loop time before which nothing more is delivered
         self._timer: asyncio.TimerHandle | None = None
 
     def put(self, message: Message) -> None:

@@ -25,7 +25,7 @@ from dgemma_lsp.documents.positions import index_to_column
 from dgemma_lsp.documents.workspace import Workspace
 from dgemma_lsp.inline.decision import Considered
 from dgemma_lsp.inline.proposal import Proposal
-from dgemma_lsp.inline.resolving import Outbox, Resolving, Span, low_confidence
+from dgemma_lsp.inline.resolving import FIRST_AFTER_S, Outbox, Resolving, Span, low_confidence
 from dgemma_lsp.inline.service import InlineService
 from dgemma_lsp.lsp import client_log, messages
 from dgemma_lsp.lsp.guard import DgemmaProtocol
@@ -403,7 +403,9 @@ class DgemmaServer(LanguageServer):
             if self.protocol.writer is not None:
                 self.protocol.notify(messages.RESOLVING, params.to_json())
 
-        outbox = Outbox(asyncio.get_running_loop(), deliver)
+        loop = asyncio.get_running_loop()
+        first_at = loop.time() + max(0.0, started + FIRST_AFTER_S - time.monotonic())  # the request's 100 ms
+        outbox = Outbox(loop, deliver, first_at)
 
         def send(spans: tuple[Span, ...]) -> None:  # on the model worker: only queue it for the loop
             params = messages.ResolvingParams(
