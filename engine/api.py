@@ -79,7 +79,8 @@ class CanvasStep:
 class CanvasObserver(Protocol):
     """Shown the canvas as it settles, on the engine's thread, between denoising steps; it must return
     at once. The engine asks `due()` after each step and builds a CanvasStep (reads the canvas, decodes
-    its text) only when it says yes, so an observer decides what it costs."""
+    its text) only when it says yes, so an observer decides what it costs. An engine with one thing to show
+    at once, before it waits (a remote engine's seeded draft), shows it without asking."""
 
     def due(self) -> bool: ...
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from engine.api import (
     AllocationWindow,
     Candidate,
+    CanvasObserver,
+    CanvasStep,
     EngineError,
     EngineInfo,
     InfillRequest,
@@ -184,6 +186,8 @@ class RemoteEngine:
         prompt = prompt_fields(request, facts, self.chars_per_token, canvas.max_tokens)
         path = endpoint(facts.family)
         calls = [Call(path, body(facts.model, prompt, canvas, row, facts)) for row in planned]
+        if request.observer is not None and drafts and request.drafts[0]:
+            _show_seeded_draft(request.observer, request.drafts[0])
         sent = time.perf_counter()
         answers = self.http.calls(calls, request.deadline, request.cancel)
         round_trip_ms = (time.perf_counter() - sent) * 1000
@@ -368,3 +372,10 @@ def suggested_budget_ms(budget_ms: float, slowest_answer_ms: float) -> int:
 def _object(value: object) -> dict:
     """`value` when it is a JSON object, else an empty one (an optional part of an answer)."""
     return value if isinstance(value, dict) else {}
+
+
+def _show_seeded_draft(observer: CanvasObserver, draft: str) -> None:
+    """A request's first draft, seeded into the server's canvas, shown to its observer at once (all of it
+    unsettled, as one piece): what a remote engine has to show before its answer, since vLLM streams no
+    canvas while a block denoises. Shown without asking `due`: the observer holds it until it is time."""
+    observer(CanvasStep(0, draft, (), (0.0,), (0,), draft=0))

@@ -23,6 +23,7 @@ from lsprotocol import types
 
 from engine import CancelFlag, EngineError, InfillRequest, RemoteSettings, load_engine
 from engine import remote_engine as remote_module
+from engine.api import CanvasStep
 from evaluation import gpu_bench
 from tests.lsp_session import inline, lsp_session, open_document, wait_until
 from tests.vllm_server import API_KEY, CANVAS, SERVED_NAME, VllmServer, build_checkpoint, ensure_vllm
@@ -128,6 +129,26 @@ def test_drafts_and_noise_rows_each_reach_the_server_and_compete(vllm, engine):
     assert {c.draft for c in result.candidates} <= {0, 1, None}
     means = [c.mean_confidence for c in result.candidates]
     assert means == sorted(means, reverse=True) and all(0 < m <= 1 for m in means if m)
+
+
+def test_the_seeded_draft_is_shown_to_an_observer_before_the_server_answers(vllm, engine):
+    shown: list[tuple[CanvasStep, int]] = []  # each step, and how many requests the server had finished then
+
+    class Observer:
+        def due(self) -> bool:
+            return True
+
+        def __call__(self, step: CanvasStep) -> None:
+            shown.append((step, vllm.metric(REQUESTS)))
+
+    before = vllm.metric(REQUESTS)
+    request = InfillRequest(
+        prefix="def f(x):\n    return ", suffix="\n", language="python", drafts=("x + 1",),
+        max_new_tokens=CANVAS, observer=Observer(),
+    )  # fmt: skip
+    engine.infill(request)
+    assert [(s.step, s.text, s.settled, s.draft) for s, _ in shown] == [(0, "x + 1", (), 0)]
+    assert shown[0][1] == before  # shown before the server had answered
 
 
 def test_vllm_holds_pinned_positions_and_the_engine_returns_them_as_sent(vllm, engine, monkeypatch):
