@@ -33,7 +33,8 @@ PARTIAL = re.compile(
 ANSWER = re.compile(
     r"answer at (?P<line>\d+):(?P<col>\d+) \(\w+\): (?P<count>\d+) suggestion\(s\) after (?P<ms>\d+) ms"
 )
-REQUEST = re.compile(r"request (?P<id>\d+) at (?P<line>\d+):(?P<col>\d+)")
+# A request's own line, not a partial's ("partial of request N at ..." holds the same words).
+REQUEST = re.compile(r"(?<!of )request (?P<id>\d+) at (?P<line>\d+):(?P<col>\d+)")
 PREFIX = "    " + TYPED
 
 
