@@ -324,8 +324,14 @@ end
 ---@return integer|nil, dgemma.GhostState|nil
 local function in_flight(params)
   local uri = type(params.textDocument) == "table" and params.textDocument.uri
-  local bufnr = type(uri) == "string" and vim.uri_to_bufnr(uri) or nil
-  local s = bufnr and states[bufnr]
+  -- Among the buffers with a request (vim.uri_to_bufnr would make a buffer for a uri that has none).
+  local bufnr, s
+  for candidate, state in pairs(states) do
+    local asking = state.request_id ~= nil and vim.api.nvim_buf_is_valid(candidate)
+    if asking and vim.uri_from_bufnr(candidate) == uri then
+      bufnr, s = candidate, state
+    end
+  end
   if not s or s.request_id == nil or params.requestId ~= s.request_id or not s.asked then
     return nil
   end
