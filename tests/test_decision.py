@@ -114,8 +114,45 @@ def test_each_eagerness_shows_what_its_threshold_keeps(eagerness, shown):
     assert considered[0].probability == pytest.approx(1 / (1 + math.exp(-3.0)))
 
 
+def test_the_value_weight_lets_a_long_likely_suggestion_pass_where_a_short_one_as_likely_does_not():
+    decision = Decision.from_json({**DECISION, "thresholds": {"balanced": 0.8}, "value": {"balanced": 0.05}})
+    # Both at probability 0.5: "result" scores 0.5 * (1 + 0.05 * 6) = 0.65, the long one (66) 2.15.
+    long = "width * height + width * height * 2 + width * height * 3 + width"
+    proposals = (proposal("result", (0.5,), (0,)), proposal(long, (0.5,), (0,)))
+    kept, considered = decide(proposals, context(), History(), decision, "balanced", "model")
+    assert [p.text for p in kept] == [long]
+    assert decision.score(0.5, 1000, "balanced") == pytest.approx(0.5 * (1 + 0.05 * 80))
+    assert decision.score(0.5, 1000, "quiet") == 0.5  # no value weight for quiet
+    assert considered[0].probability == pytest.approx(0.5)  # the probability is reported, not the score
+
+
 def test_without_a_decision_every_eagerness_shows_everything():
     proposals = (proposal("unsure", (0.01,), (0,)),)
     for eagerness in ("quiet", "balanced", "eager"):
         kept, considered = decide(proposals, context(), History(), None, eagerness, "model")
         assert kept == proposals and considered[0].probability is None
+
+
+def test_identifiers_the_code_around_the_cursor_never_names_are_unseen():
+    at = context()
+    invented = facts_of(proposal("width * depth", (0.9, 0.9), (0, 5)), at, History(), "model")
+    assert invented.unseen == ("depth",)  # `width` is a parameter above; `depth` is named nowhere
+    features = features_of(invented)
+    assert features["unseen_names"] == pytest.approx(math.log1p(1)) and features["unseen_first"] == 0.0
+    assert features_of(invented.head(len("width")))["unseen_names"] == 0.0  # the head names only `width`
+    # Mid-word, the first identifier is judged with what is typed of it: `res` + `ult` is `result`.
+    text = TEXT.replace("return \n", "return res\n")
+    typed = text.index("return res") + len("return res")
+    inside = build_context(text, typed, count_tokens=lambda s: len(s) // 4 + 1, language_id="python")
+    assert facts_of(proposal("ult", (0.9,), (0,)), inside, History(), "model").unseen == ()
+    assert facts_of(proposal("ulting", (0.9,), (0,)), inside, History(), "model").unseen == ("ulting",)
+
+
+def test_a_lookups_backing_is_read_from_its_evidence():
+    backed = Evidence(confidence=(0.9,), offsets=(0,), lookup_key=12, lookup_seen=4, lookup_same_line=0.75)
+    facts = facts_of(Proposal("height", CURSOR, 0.9, "lookup", backed), context(), History(), "model")
+    features = features_of(facts)
+    assert features["lookup_same_line"] == 0.75 and features["lookup_seen"] == pytest.approx(
+        math.log1p(4) / math.log1p(16)
+    )
+    assert Facts.from_json(json.loads(json.dumps(facts.to_json()))) == facts

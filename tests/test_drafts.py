@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 import torch
 
 from dgemma_lsp.documents.languages import LanguageRegistry
 from dgemma_lsp.documents.workspace import standalone
 from dgemma_lsp.inline.context import build_context
 from dgemma_lsp.inline.drafts import Draft, make_drafts, structure_draft
-from dgemma_lsp.inline.lookup import Haystack, continuations, cut_before_suffix, longest_key
+from dgemma_lsp.inline.lookup import (
+    Haystack,
+    continuations,
+    cut_before_suffix,
+    found_continuations,
+    longest_key,
+)
 from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from engine import InfillRequest
 from engine.local_engine import open_brackets
@@ -48,6 +55,16 @@ def test_the_longest_earlier_match_and_what_followed_it():
     assert continuations(text, hay, lines=1, limit=3) == ["ute(c, d)", "ute(a, b)"]
     # The cursor's own text is never its own match.
     assert continuations("only here: unique_name", [Haystack("only here: unique_name", 21, 22)], 1, 3) == []
+
+
+def test_the_keys_other_occurrences_say_how_far_they_agree_with_the_nearest():
+    text = "a = fun(1)\nb = fun(1)\nc = fun(2, 3)\nd = fun("
+    cursor = len(text)
+    lookup = found_continuations(text[-256:], [Haystack(text, cursor - 1, cursor)], 1, 1)
+    assert lookup.key == " = fun(" and [t for t, _ in lookup.found] == ["2, 3)"]  # the nearest
+    assert lookup.occurrences == 3 and lookup.same_line == 1 and lookup.same_word == 1
+    draft = make_drafts(build_context(text, cursor, count_tokens=len, language_id="python"), text, None)[0]
+    assert draft.occurrences == 3 and draft.same_line == pytest.approx(1 / 3)
 
 
 def test_matches_after_the_cursor_and_in_other_documents_count_too():

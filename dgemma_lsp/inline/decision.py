@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.evidence import Evidence
@@ -25,10 +25,13 @@ from dgemma_lsp.inline.proposal import Proposal
 
 SOURCES = ("model", "lookup", "structure", "next_token", "typed_through", "cache", "speculative")
 LANGUAGES = ("python", "typescript", "lua")
+VALUE_CHARS = 80  # a longer suggestion's score counts this many of its characters
 NEARBY_LINES = 8  # code lines above and below the cursor's that a suggestion may repeat
 _LINE_CLIP = 48  # characters of the cursor's line kept either side of it
 _SUFFIX_HEAD = 200
 _WORD = re.compile(r"\w")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w+")
+_TRAILING_WORD = re.compile(r"\w+$")
 _OPERATOR = "=+-*/%<>!&|^~"
 _OPENERS = "([{"
 _CLOSERS = ")]}"
@@ -50,6 +53,7 @@ class Facts:
     suffix_head: str  # the start of the code after the cursor
     history: History
     typed: int = 0  # characters of it typed through since it was first shown
+    unseen: tuple[str, ...] = ()  # its identifiers that the code around the cursor never names
 
     def head(self, chars: int) -> Facts:
         """The facts of the suggestion cut to its first `chars` characters."""
@@ -63,6 +67,7 @@ class Facts:
             "nearby": list(self.nearby),
             "suffix_head": self.suffix_head,
             "typed": self.typed,
+            "unseen": list(self.unseen),
             "evidence": {
                 "confidence": [round(c, 4) for c in evidence.confidence],
                 "offsets": list(evidence.offsets),
@@ -70,6 +75,9 @@ class Facts:
                 "draft_kept": evidence.draft_kept,
                 "lookup_key": evidence.lookup_key,
                 "found_in": evidence.found_in,
+                "lookup_seen": evidence.lookup_seen,
+                "lookup_same_line": round(evidence.lookup_same_line, 4),
+                "lookup_same_word": round(evidence.lookup_same_word, 4),
                 "steps": evidence.steps,
                 "deadline_cut": evidence.deadline_cut,
             },
@@ -95,6 +103,9 @@ class Facts:
                 draft_kept=evidence["draft_kept"],
                 lookup_key=evidence["lookup_key"],
                 found_in=evidence["found_in"],
+                lookup_seen=evidence.get("lookup_seen", 0),
+                lookup_same_line=evidence.get("lookup_same_line", 0.0),
+                lookup_same_word=evidence.get("lookup_same_word", 0.0),
                 steps=evidence["steps"],
                 deadline_cut=evidence["deadline_cut"],
             ),
@@ -104,6 +115,7 @@ class Facts:
             suffix_head=raw["suffix_head"],
             history=History(history["previous"], history["taken_rate"], history["streak"]),
             typed=raw.get("typed", 0),
+            unseen=tuple(raw.get("unseen", ())),
         )
 
 
@@ -121,7 +133,22 @@ def facts_of(proposal: Proposal, context: CompletionContext, history: History, s
         suffix_head=context.suffix[:_SUFFIX_HEAD],
         history=history,
         typed=proposal.typed,
+        unseen=unseen_identifiers(proposal.text, context),
     )
+
+
+def unseen_identifiers(text: str, context: CompletionContext) -> tuple[str, ...]:
+    """The identifiers of `text` that the code around the cursor (the model's windows) never names: a
+    suggestion that invents names is likelier wrong. The first one continues a word the cursor is in."""
+    unseen = []
+    for match in _IDENTIFIER.finditer(text):
+        name = match.group(0)
+        whole = name
+        if match.start() == 0 and (typed := _TRAILING_WORD.search(context.line_prefix)):
+            whole = typed.group(0) + name
+        if whole not in context.prefix and whole not in context.suffix:
+            unseen.append(name)
+    return tuple(unseen)
 
 
 def nearby_lines(context: CompletionContext) -> tuple[str, ...]:
@@ -207,6 +234,7 @@ def features_of(facts: Facts) -> dict[str, float]:
         "repeats_nearby": float(bool(first_line) and first_line in facts.nearby),
         "in_suffix": float(len(stripped) > 2 and stripped in facts.suffix_head),
         f"previous_{history.previous}": 1.0,
+        **_novelty(facts, text, prefix),
         "taken_rate": history.taken_rate,
         "streak": math.log1p(history.streak) / math.log1p(16),
     }
@@ -217,6 +245,24 @@ def features_of(facts: Facts) -> dict[str, float]:
     if head:
         values["head_mean_x_next_token"] = values["head_mean"]
     return values
+
+
+def _novelty(facts: Facts, text: str, prefix: str) -> dict[str, float]:
+    """How much the suggestion invents, and how much the lookup that drafted it is backed."""
+    evidence = facts.evidence
+    names = _IDENTIFIER.findall(text)
+    unseen = [name for name in facts.unseen if name in names]
+    typed = len(prefix.strip())
+    return {
+        "unseen_names": math.log1p(len(unseen)),
+        "unseen_first": float(bool(names) and names[0] in unseen),
+        "names": math.log1p(len(names)),
+        "typed_on_line": math.log1p(typed) / math.log1p(_LINE_CLIP),
+        "key_on_line": math.log1p(min(evidence.lookup_key, typed)) / math.log1p(_LINE_CLIP),
+        "lookup_seen": math.log1p(evidence.lookup_seen) / math.log1p(16),
+        "lookup_same_line": evidence.lookup_same_line,
+        "lookup_same_word": evidence.lookup_same_word,
+    }
 
 
 FEATURE_NAMES = tuple(
@@ -235,6 +281,8 @@ FEATURE_NAMES = tuple(
     + ["repeats_nearby", "in_suffix"]
     + [f"previous_{o}" for o in OUTCOMES]
     + ["taken_rate", "streak"]
+    + ["unseen_names", "unseen_first", "names", "typed_on_line", "key_on_line"]
+    + ["lookup_seen", "lookup_same_line", "lookup_same_word"]
     + [f"confidence_mean_x_{s}" for s in ("lookup", "next_token", "model", "structure")]
     + ["head_mean_x_next_token"]
 )  # fmt: skip
@@ -246,8 +294,10 @@ class Decision:
 
     weights: Mapping[str, float]
     bias: float
-    thresholds: Mapping[str, float]  # eagerness -> the least probability shown (absent: all shown)
+    thresholds: Mapping[str, float]  # eagerness -> the least score shown (absent: all shown)
     sure: Mapping[str, float]  # eagerness -> cut before the first later token below this confidence
+    # eagerness -> what each character a taken suggestion would write adds to its score (absent: nothing)
+    value: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, raw: Mapping | None) -> Decision | None:
@@ -259,6 +309,7 @@ class Decision:
             bias=float(raw["bias"]),
             thresholds={str(k): float(v) for k, v in raw.get("thresholds", {}).items()},
             sure={str(k): float(v) for k, v in raw.get("sure", {}).items()},
+            value={str(k): float(v) for k, v in raw.get("value", {}).items()},
         )
 
     def probability(self, features: Mapping[str, float]) -> float:
@@ -266,8 +317,14 @@ class Decision:
         z = self.bias + sum(value * weights.get(name, 0.0) for name, value in features.items())
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
-    def shows(self, probability: float, eagerness: str) -> bool:
-        return probability >= self.thresholds.get(eagerness, 0.0)
+    def score(self, probability: float, chars: int, eagerness: str) -> float:
+        """What an eagerness' threshold is compared with: the probability of being taken, weighted up by
+        what a taken suggestion writes (up to VALUE_CHARS), so that a long likely one outranks a short
+        one as likely: the same share taken with more of the code written."""
+        return probability * (1.0 + self.value.get(eagerness, 0.0) * min(chars, VALUE_CHARS))
+
+    def shows(self, probability: float, eagerness: str, chars: int = 0) -> bool:
+        return self.score(probability, chars, eagerness) >= self.thresholds.get(eagerness, 0.0)
 
 
 @dataclass(frozen=True)
@@ -324,6 +381,10 @@ def decide(
         cut = sure_part(proposal, threshold)
         facts = facts_of(cut, context, history, proposal.origin if source == "model" else source)
         probability = decision.probability(features_of(facts)) if decision is not None else None
-        shown = eagerness == "eager" or probability is None or decision.shows(probability, eagerness)
+        shown = (
+            eagerness == "eager"
+            or probability is None
+            or decision.shows(probability, eagerness, len(cut.text))
+        )
         considered.append(Considered(cut, facts, probability, shown))
     return tuple(c.proposal for c in considered if c.shown), tuple(considered)

@@ -9,7 +9,7 @@ would write the line above again is no draft.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tree_sitter import Node, Tree
 
@@ -35,6 +35,11 @@ class Draft:
     # buffer, repository); what the show-or-not decision reads of how much to trust the draft.
     key: int = field(default=0, compare=False)
     found_in: str = field(default="", compare=False)
+    # How far the key's other occurrences agree with this one: their count, and the shares of them that go
+    # on with the same first line and with the same first word.
+    occurrences: int = field(default=0, compare=False)
+    same_line: float = field(default=0.0, compare=False)
+    same_word: float = field(default=0.0, compare=False)
 
 
 def make_drafts(
@@ -51,11 +56,16 @@ def make_drafts(
     cursor = context.cursor
     haystacks = [Haystack(text, cursor - 1, cursor), *(Haystack(other) for other in neighbours)]
     before = text[max(0, cursor - MAX_KEY) : cursor]
-    key, lookups = found_continuations(before, haystacks, lines, LOOKUP_DRAFTS)
+    lookup = found_continuations(before, haystacks, lines, LOOKUP_DRAFTS)
     opened = len(neighbours) if open_neighbours is None else open_neighbours
+    seen = max(1, lookup.occurrences)
     found = [
-        Draft(reindented(c, context), "lookup", len(key), _found_in(index, opened)) for c, index in lookups
-    ]
+        Draft(
+            reindented(c, context), "lookup", len(lookup.key), _found_in(index, opened),
+            lookup.occurrences, lookup.same_line / seen, lookup.same_word / seen,
+        )
+        for c, index in lookup.found
+    ]  # fmt: skip
     if tree is not None:
         template = structure_draft(context, text, tree)
         if template:
@@ -69,7 +79,7 @@ def make_drafts(
         if repeats_line_above(cut, context.line_prefix, context.line_above):
             continue
         if cut.strip() and cut not in (d.text for d in drafts):
-            drafts.append(Draft(cut, draft.kind, draft.key, draft.found_in))
+            drafts.append(replace(draft, text=cut))
     return tuple(drafts[:MAX_DRAFTS])
 
 

@@ -19,6 +19,9 @@ class Evidence:
     draft_kept: bool = False  # the text is the draft its row started from, as the model left it
     lookup_key: int = 0  # characters of the earlier match a lookup draft continued (0: no lookup)
     found_in: str = ""  # where that match was: document, open (another buffer), repository
+    lookup_seen: int = 0  # occurrences of that match looked at
+    lookup_same_line: float = 0.0  # the share of them that went on with this first line
+    lookup_same_word: float = 0.0  # and with this first word
     steps: int = 0  # denoising steps the engine ran for it
     deadline_cut: bool = False  # the deadline stopped the canvas before it settled
 

@@ -8,11 +8,13 @@ with the same function, so the model learns what such drafts are worth.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 MIN_KEY = 6  # characters: shorter keys ("x = ", "if ") repeat by chance
 MAX_KEY = 256
-MAX_OCCURRENCES = 16  # per haystack, nearest first
+MAX_OCCURRENCES = 16  # looked at, in all haystacks, nearest first
+_WORD_OR_MARKS = re.compile(r"\w+|[^\w\s]+")
 
 
 @dataclass(frozen=True)
@@ -68,26 +70,52 @@ def continuation(text: str, start: int, lines: int) -> str:
 
 def continuations(before: str, haystacks: list[Haystack], lines: int, limit: int) -> list[str]:
     """What followed the longest earlier match of `before`, distinct, nearest first (at most `limit`)."""
-    return [text for text, _ in found_continuations(before, haystacks, lines, limit)[1]]
+    return [text for text, _ in found_continuations(before, haystacks, lines, limit).found]
 
 
-def found_continuations(
-    before: str, haystacks: list[Haystack], lines: int, limit: int
-) -> tuple[str, list[tuple[str, int]]]:
-    """The longest earlier match of `before` (the key), and what followed it, distinct, nearest first,
-    each with the index of the haystack it was found in."""
+@dataclass(frozen=True)
+class Found:
+    """The longest earlier match of the text before the cursor, and what followed its occurrences."""
+
+    key: str
+    found: list[tuple[str, int]]  # distinct continuations, nearest first, each with its haystack's index
+    occurrences: int = 0  # occurrences of the key looked at (at most MAX_OCCURRENCES in all)
+    same_line: int = 0  # of them, those whose continuation's first line is the first one's
+    same_word: int = 0  # those whose continuation starts with the first one's first word
+
+
+def found_continuations(before: str, haystacks: list[Haystack], lines: int, limit: int) -> Found:
+    """The longest earlier match of `before` (the key), what followed it (distinct, nearest first, at
+    most `limit`), and how far its other occurrences agree with the nearest: whether the code that
+    repeats itself here repeats one way or several."""
     key = longest_key(before, haystacks)
     if not key:
-        return "", []
+        return Found("", [])
     found: list[tuple[str, int]] = []
+    occurrences = same_line = same_word = 0
+    first_line = first_word = ""
     for index, haystack in enumerate(haystacks):
-        for at in haystack.find_all(key, MAX_OCCURRENCES):
+        for at in haystack.find_all(key, MAX_OCCURRENCES - occurrences):
             text = continuation(haystack.text, at + len(key), lines)
-            if text.strip() and all(text != seen for seen, _ in found):
+            if not text.strip():
+                continue
+            line, word = _first_line_and_word(text)
+            if not occurrences:
+                first_line, first_word = line, word
+            occurrences += 1
+            same_line += line == first_line
+            same_word += word == first_word
+            if len(found) < limit and all(text != seen for seen, _ in found):
                 found.append((text, index))
-            if len(found) >= limit:
-                return key, found
-    return key, found
+        if occurrences >= MAX_OCCURRENCES:
+            break
+    return Found(key, found, occurrences, same_line, same_word)
+
+
+def _first_line_and_word(text: str) -> tuple[str, str]:
+    line = text.split("\n", 1)[0].strip() or text.strip().split("\n", 1)[0]
+    match = _WORD_OR_MARKS.match(line)
+    return line, match.group(0) if match else ""
 
 
 def cut_before_suffix(draft: str, line_suffix: str, next_line: str) -> str:

@@ -125,6 +125,9 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
                 draft_kept=candidate.text == draft.text,
                 lookup_key=draft.key,
                 found_in=draft.found_in,
+                lookup_seen=draft.occurrences,
+                lookup_same_line=draft.same_line,
+                lookup_same_word=draft.same_word,
             )
         origin = plan.origin(candidate.draft)
         proposals.append(Proposal(text, plan.context.cursor, candidate.mean_confidence, origin, evidence))

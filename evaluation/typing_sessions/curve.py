@@ -4,7 +4,7 @@
     python -m evaluation.typing_sessions curve data/typing/report-eager.json --plot curve.png
 
 Every suggestion an eager session showed is a row, judged as the typist judged it (taken whole or in
-part, or not). Each ranking is swept over its thresholds: the decision's probability (the model's
+part, or not). Each ranking is swept over its thresholds: the decision's score (the model's
 decision.json, on the suggestion's facts) and the gate that decided before it, the suggestion's mean
 confidence (the next-token head's for a row it drafted, as `min_next_token_confidence_percent` reads
 it). Precision is the share of shown suggestions taken, recall the share of the takeable ones still
@@ -29,6 +29,11 @@ def gate_score(facts) -> float:
     evidence = facts.evidence
     values = evidence.head_confidence or evidence.confidence
     return sum(values) / len(values) if values else 0.0
+
+
+def balanced_score(decision: Decision, facts) -> float:
+    """What the decision compares with balanced's threshold."""
+    return decision.score(decision.probability(features_of(facts)), len(facts.text), "balanced")
 
 
 def sweep(scores: np.ndarray, taken: np.ndarray) -> list[tuple[float, float, float]]:
@@ -61,14 +66,14 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"no decision.json in {args.model}")
     rows = rows_of(args.runs)
     taken = np.array([judge(r.facts.text, r.truth).verdict != "wrong" for r in rows], dtype=float)
-    decided = np.array([decision.probability(features_of(r.facts)) for r in rows])
+    decided = np.array([balanced_score(decision, r.facts) for r in rows])
     gated = np.array([gate_score(r.facts) for r in rows])
     curves = {"decision": sweep(decided, taken), "mean confidence (the gate before)": sweep(gated, taken)}
     balanced = decision.thresholds.get("balanced", 0.0)
     shown = decided >= balanced
     recall = float((taken * shown).sum() / max(1, taken.sum()))
     print(f"{len(rows)} suggestions shown by eager sessions, {int(taken.sum())} taken ({taken.mean():.1%})")
-    print(f"balanced (probability >= {balanced}): recall {recall:.1%}, precision {taken[shown].mean():.1%}")
+    print(f"balanced (score >= {balanced}): recall {recall:.1%}, precision {taken[shown].mean():.1%}")
     for name, curve in curves.items():
         print(f"  {name}: precision {precision_at(curve, recall):.1%} at that recall")
     ratio = precision_at(curves["decision"], recall) / max(

@@ -8,8 +8,10 @@ reads of each) is a row: its features as the server computes them (`dgemma_lsp.i
 and whether the typist took it, whole or in part. For each sure-part threshold (the suggestion cut
 before the token where confidence drops, and judged again as cut), an L2-regularised logistic
 regression is fitted; the probabilities each eagerness is judged by come from fits that left the
-row's package out (so the chosen points are not the fit's own optimism). `balanced` takes the most
-precise point that keeps at least BALANCED_CHARS of the characters taken suggestions wrote when
+row's package out (so the chosen points are not the fit's own optimism). A point is a score
+threshold, the score the probability weighted up by the characters a suggestion shows (the value
+weight, VALUE_GRID: what the precision given a share of the code written asks to rank by). `balanced`
+takes the most precise point that keeps at least BALANCED_CHARS of the characters taken suggestions wrote when
 everything was shown; `quiet` the point with the most characters whose precision reaches
 QUIET_PRECISION. The weights are written unstandardised: the server's decision is a dot product.
 """
@@ -23,10 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dgemma_lsp.inline.decision import FEATURE_NAMES, Facts, features_of, sure_length
+from dgemma_lsp.inline.decision import FEATURE_NAMES, VALUE_CHARS, Facts, features_of, sure_length
 from evaluation.typing_sessions.typist import judge
 
 SURE_GRID = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6)
+VALUE_GRID = (0.0, 0.02, 0.05, 0.1)  # what each character written adds to a suggestion's score
 THRESHOLD_GRID = tuple(round(0.02 * i, 2) for i in range(1, 50))
 PENALTIES = (1.0, 3.0, 10.0, 30.0, 100.0)  # L2 strengths tried (per row, on standardised features)
 BALANCED_CHARS = 0.92  # of eager's characters written, at least, where balanced chooses its point
@@ -50,6 +53,7 @@ class Judged:
     taken: bool
     chars: int
     whole: bool
+    length: int  # characters it shows
 
 
 def rows_of(paths: list[Path]) -> list[Row]:
@@ -77,7 +81,9 @@ def judged(rows: list[Row], sure: float) -> list[Judged]:
             facts = facts.head(length)
         taken = judge(facts.text, row.truth)
         vector = np.array([features_of(facts).get(name, 0.0) for name in FEATURE_NAMES])
-        out.append(Judged(vector, taken.verdict != "wrong", taken.chars, taken.verdict == "whole"))
+        out.append(
+            Judged(vector, taken.verdict != "wrong", taken.chars, taken.verdict == "whole", len(facts.text))
+        )
     return out
 
 
@@ -148,9 +154,11 @@ def log_loss(p: np.ndarray, y: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Point:
-    """What showing only the suggestions at or above `threshold` would give (sure part `sure`)."""
+    """What showing only the suggestions whose score reaches `threshold` would give (sure part `sure`,
+    score the probability weighted by `value` per character)."""
 
     sure: float
+    value: float
     threshold: float
     shown: int
     precision: float  # taken of shown
@@ -159,20 +167,32 @@ class Point:
     chars: float  # characters the taken ones wrote, per character of the regions
 
 
-def curve(sure: float, data: list[Judged], p: np.ndarray, region_chars: float, takeable: int) -> list[Point]:
-    """The points of one sure-part threshold, one per probability threshold."""
+def scores(p: np.ndarray, data: list[Judged], value: float) -> np.ndarray:
+    """The decision's score of each row (`Decision.score`)."""
+    length = np.minimum([d.length for d in data], VALUE_CHARS)
+    return p * (1.0 + value * length)
+
+
+def curve(
+    sure: float, value: float, data: list[Judged], p: np.ndarray, region_chars: float, takeable: int
+) -> list[Point]:
+    """The points of one sure-part threshold and value weight, one per score threshold (the probability
+    grid, scaled by the scores' spread where the value weight raises them above 1)."""
+    score = scores(p, data, value)
     taken = np.array([d.taken for d in data])
     whole = np.array([d.whole for d in data])
     chars = np.array([d.chars for d in data], dtype=float)
     points = []
-    for threshold in (0.0, *THRESHOLD_GRID):
-        shown = p >= threshold
+    scale = 1.0 + value * VALUE_CHARS / 2
+    for threshold in (0.0, *(round(t * scale, 3) for t in THRESHOLD_GRID)):
+        shown = score >= threshold
         count = int(shown.sum())
         if not count:
             break
         points.append(
             Point(
                 sure=sure,
+                value=value,
                 threshold=threshold,
                 shown=count,
                 precision=float(taken[shown].mean()),
@@ -208,6 +228,8 @@ def main(argv: list[str]) -> int:
         "--model", default="engine/default", help="the model the sessions ran (for the record)"
     )
     parser.add_argument("--sure", type=float, help="the sure-part threshold (default: chosen on the curve)")
+    parser.add_argument("--value", type=float, help="balanced's value weight per character (default: chosen)")
+    parser.add_argument("--quiet-value", type=float, default=0.0, help="quiet's value weight per character")
     parser.add_argument("--balanced", type=float, help="balanced's least probability (default: chosen)")
     parser.add_argument("--quiet", type=float, help="quiet's least probability (default: chosen)")
     args = parser.parse_args(argv)
@@ -221,31 +243,45 @@ def main(argv: list[str]) -> int:
         f"{len(rows)} suggestions from {len({r.region for r in rows})} regions, "
         f"{takeable} taken when all shown"
     )
-    curves: dict[float, list[Point]] = {}
+    curves: dict[tuple[float, float], list[Point]] = {}
     fits: dict[float, float] = {}
+    values = VALUE_GRID if args.value is None else (args.value,)
     for sure in SURE_GRID if args.sure is None else sorted({0.0, args.sure}):
         data = base if sure == 0 else judged(rows, sure)
         y = np.array([d.taken for d in data], dtype=float)
         losses = {penalty: log_loss(out_of_package(rows, data, penalty), y) for penalty in PENALTIES}
         fits[sure] = min(losses, key=losses.get)
-        curves[sure] = curve(sure, data, out_of_package(rows, data, fits[sure]), region_chars, takeable)
+        p = out_of_package(rows, data, fits[sure])
+        for value in values:
+            curves[sure, value] = curve(sure, value, data, p, region_chars, takeable)
+        every = curves[sure, values[0]][0]
         print(
             f"sure {sure:.1f}: penalty {fits[sure]}, held-out log loss {losses[fits[sure]]:.4f}; "
-            f"all shown: precision {curves[sure][0].precision:.1%}, chars {curves[sure][0].chars:.1%}"
+            f"all shown: precision {every.precision:.1%}, chars {every.chars:.1%}"
         )
-    eager = curves[0.0][0]
-    if args.sure is None:
-        sure = choose([p for points in curves.values() for p in points], eager.chars)["balanced"].sure
+    eager = curves[0.0, values[0]][0]
+    if args.sure is None or args.value is None:
+        pool = [p for (s, v), points in curves.items() for p in points if args.sure in (None, s)]
+        best = choose(pool, eager.chars)["balanced"]
+        sure, value = best.sure, best.value
     else:
-        sure = args.sure
-    chosen = choose(curves[sure], eager.chars)
-    for name, fixed in (("balanced", args.balanced), ("quiet", args.quiet)):
+        sure, value = args.sure, args.value
+    if (sure, args.quiet_value) not in curves:
+        data = base if sure == 0 else judged(rows, sure)
+        p = out_of_package(rows, data, fits[sure])
+        curves[sure, args.quiet_value] = curve(sure, args.quiet_value, data, p, region_chars, takeable)
+    chosen = {
+        "balanced": choose(curves[sure, value], eager.chars)["balanced"],
+        "quiet": choose(curves[sure, args.quiet_value], eager.chars)["quiet"],
+    }
+    for name, fixed, weight in (("balanced", args.balanced, value), ("quiet", args.quiet, args.quiet_value)):
         if fixed is not None:
-            chosen[name] = min(curves[sure], key=lambda p, t=fixed: abs(p.threshold - t))
+            chosen[name] = min(curves[sure, weight], key=lambda p, t=fixed: abs(p.threshold - t))
     for name, point in chosen.items():
         print(
-            f"{name}: sure {point.sure}, threshold {point.threshold}: precision {point.precision:.1%}, whole "
-            f"{point.whole:.1%}, chars {point.chars:.1%} (eager {eager.chars:.1%}), recall {point.recall:.1%}"
+            f"{name}: sure {point.sure}, value {point.value}, threshold {point.threshold}: precision "
+            f"{point.precision:.1%}, whole {point.whole:.1%}, chars {point.chars:.1%} "
+            f"(eager {eager.chars:.1%}), recall {point.recall:.1%}"
         )
     if args.out:
         data = base if sure == 0 else judged(rows, sure)
@@ -260,6 +296,7 @@ def main(argv: list[str]) -> int:
                 "quiet": args.quiet if args.quiet is not None else chosen["quiet"].threshold,
             },
             "sure": {name: sure for name in chosen},
+            "value": {name: point.value for name, point in chosen.items()},
             "model": args.model,
             "fitted_on": {
                 "runs": [str(path) for path in args.runs],
