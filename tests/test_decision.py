@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -61,6 +62,18 @@ def test_the_sure_part_stops_before_the_first_doubtful_token_never_inside_a_word
     lines = sure_part(proposal("a = 1\nb = 2", (0.9, 0.9, 0.9, 0.1), (0, 2, 4, 6)), 0.5)
     assert lines.text == "a = 1"  # a doubt on a later line keeps the lines before it whole
     assert sure_part(proposal("x + y", (0.2, 0.9), (0, 1)), 0.5).text == "x + y"  # the first token stays
+
+
+def test_the_sure_part_stops_where_the_lookups_occurrences_stop_agreeing():
+    # "1, y)": tokens "1", ",", " y", ")", all sure; the occurrences agreed on "1," only.
+    agreed = Evidence(confidence=(0.9, 0.9, 0.9, 0.9), offsets=(0, 1, 2, 4), agreed=2)
+    cut = sure_part(Proposal("1, y)", CURSOR, 0.9, "lookup", agreed), 0.3)
+    assert cut.text == "1," and cut.evidence.agreed == 0  # what is left is all agreed
+    assert sure_part(Proposal("1, y)", CURSOR, 0.9, "lookup", agreed), 0.0).text == "1, y)"  # eager: whole
+    doubtful = replace(agreed, confidence=(0.9, 0.2, 0.9, 0.9), offsets=(0, 1, 2, 4), agreed=4)
+    assert sure_part(Proposal("1, y)", CURSOR, 0.9, "lookup", doubtful), 0.3).text == "1"  # the first cut
+    two_lines = Evidence(confidence=(0.9, 0.9), offsets=(0, 6), agreed=9)
+    assert sure_part(Proposal("a = 1\nb = 2", CURSOR, 0.9, "lookup", two_lines), 0.3).text == "a = 1"
 
 
 def test_features_are_named_as_the_model_names_them_and_read_the_context():

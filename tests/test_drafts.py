@@ -13,11 +13,13 @@ from dgemma_lsp.inline.context import build_context
 from dgemma_lsp.inline.drafts import Draft, make_drafts, structure_draft
 from dgemma_lsp.inline.lookup import (
     Haystack,
+    agreed_head,
     continuations,
     cut_before_suffix,
     found_continuations,
     longest_key,
 )
+from dgemma_lsp.inline.pipeline import agreed_chars
 from dgemma_lsp.runtime.stats import MODEL_SOURCES
 from engine import InfillRequest
 from engine.local_engine import open_brackets
@@ -65,6 +67,20 @@ def test_the_keys_other_occurrences_say_how_far_they_agree_with_the_nearest():
     assert lookup.occurrences == 3 and lookup.same_line == 1 and lookup.same_word == 1
     draft = make_drafts(build_context(text, cursor, count_tokens=len, language_id="python"), text, None)[0]
     assert draft.occurrences == 3 and draft.same_line == pytest.approx(1 / 3)
+
+
+def test_the_head_every_occurrence_goes_on_with_is_the_lookups_agreed_part():
+    text = "a = fun(1, x)\nb = fun(1, y)\nd = fun("
+    cursor = len(text)
+    lookup = found_continuations(text, [Haystack(text, cursor - 1, cursor)], 1, 1)
+    assert [t for t, _ in lookup.found] == ["1, y)"] and lookup.agreed == 2  # "1" and "," agree, " y" not
+    assert agreed_head("1, y)", lookup.agreed) == "1,"
+    draft = make_drafts(build_context(text, cursor, count_tokens=len, language_id="python"), text, None)[0]
+    assert draft.agreed == 2
+    assert agreed_chars("1, y)", draft) == 2 and agreed_chars("2, z)", draft) == 0  # the model rewrote it
+    assert agreed_chars("1,", draft) == 0  # nothing past the agreed head to cut
+    alone = "a = fun(1, x)\nd = fun("
+    assert found_continuations(alone, [Haystack(alone, len(alone) - 1, len(alone))], 1, 1).agreed == -1
 
 
 def test_matches_after_the_cursor_and_in_other_documents_count_too():

@@ -78,6 +78,7 @@ class Facts:
                 "lookup_seen": evidence.lookup_seen,
                 "lookup_same_line": round(evidence.lookup_same_line, 4),
                 "lookup_same_word": round(evidence.lookup_same_word, 4),
+                "agreed": evidence.agreed,
                 "steps": evidence.steps,
                 "deadline_cut": evidence.deadline_cut,
             },
@@ -106,6 +107,7 @@ class Facts:
                 lookup_seen=evidence.get("lookup_seen", 0),
                 lookup_same_line=evidence.get("lookup_same_line", 0.0),
                 lookup_same_word=evidence.get("lookup_same_word", 0.0),
+                agreed=evidence.get("agreed", 0),
                 steps=evidence["steps"],
                 deadline_cut=evidence["deadline_cut"],
             ),
@@ -339,14 +341,19 @@ class Considered:
 
 def sure_length(text: str, evidence: Evidence, threshold: float) -> int:
     """How much of `text` is sure: up to the first token after its first whose confidence is below
-    `threshold`, cut on a line break or a word's start (never inside a word); all of it when no token
-    is below, or when the cut would leave nothing."""
-    if threshold <= 0 or len(evidence.confidence) < 2:
+    `threshold`, and no further than the head every occurrence of its lookup's match went on with; cut
+    on a line break or a word's start (never inside a word); all of it when neither cuts it, when the
+    threshold is 0 (eager), or when the cut would leave nothing."""
+    if threshold <= 0:
         return len(text)
-    drop = next((i for i in range(1, len(evidence.confidence)) if evidence.confidence[i] < threshold), None)
-    if drop is None:
+    cuts = [evidence.agreed] if 0 < evidence.agreed < len(text) else []
+    confidence = evidence.confidence
+    drop = next((i for i in range(1, len(confidence)) if confidence[i] < threshold), None)
+    if drop is not None:
+        cuts.append(evidence.offsets[drop])
+    if not cuts:
         return len(text)
-    cut = evidence.offsets[drop]
+    cut = min(cuts)
     newline = text.rfind("\n", 0, cut)
     if newline > 0:
         cut = newline  # a later line's doubt: keep the lines before it whole

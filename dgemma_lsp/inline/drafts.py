@@ -40,6 +40,7 @@ class Draft:
     occurrences: int = field(default=0, compare=False)
     same_line: float = field(default=0.0, compare=False)
     same_word: float = field(default=0.0, compare=False)
+    agreed: int = field(default=-1, compare=False)  # its words every occurrence goes on with (-1: one only)
 
 
 def make_drafts(
@@ -62,7 +63,7 @@ def make_drafts(
     found = [
         Draft(
             reindented(c, context), "lookup", len(lookup.key), _found_in(index, opened),
-            lookup.occurrences, lookup.same_line / seen, lookup.same_word / seen,
+            lookup.occurrences, lookup.same_line / seen, lookup.same_word / seen, lookup.agreed,
         )
         for c, index in lookup.found
     ]  # fmt: skip

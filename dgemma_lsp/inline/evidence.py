@@ -22,13 +22,15 @@ class Evidence:
     lookup_seen: int = 0  # occurrences of that match looked at
     lookup_same_line: float = 0.0  # the share of them that went on with this first line
     lookup_same_word: float = 0.0  # and with this first word
+    agreed: int = 0  # characters of the text that every occurrence of that match went on with (0: no head)
     steps: int = 0  # denoising steps the engine ran for it
     deadline_cut: bool = False  # the deadline stopped the canvas before it settled
 
     def head(self, chars: int) -> Evidence:
         """The evidence of the text's first `chars` characters: the tokens that start before them."""
         kept = sum(1 for offset in self.offsets if offset < chars)
-        if kept == len(self.offsets):
+        agreed = self.agreed if self.agreed < chars else 0
+        if kept == len(self.offsets) and agreed == self.agreed:
             return self
         return replace(
             self,
@@ -36,6 +38,7 @@ class Evidence:
             offsets=self.offsets[:kept],
             head_confidence=self.head_confidence[:kept],
             draft_kept=False,
+            agreed=agreed,
         )
 
     def rest(self, chars: int) -> Evidence:
@@ -46,6 +49,7 @@ class Evidence:
             confidence=self.confidence[start:],
             offsets=tuple(max(0, offset - chars) for offset in self.offsets[start:]),
             head_confidence=self.head_confidence[start:],
+            agreed=max(0, self.agreed - chars),
         )
 
 

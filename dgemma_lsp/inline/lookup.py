@@ -15,6 +15,7 @@ MIN_KEY = 6  # characters: shorter keys ("x = ", "if ") repeat by chance
 MAX_KEY = 256
 MAX_OCCURRENCES = 16  # looked at, in all haystacks, nearest first
 _WORD_OR_MARKS = re.compile(r"\w+|[^\w\s]+")
+_STEP = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")  # a word with the space before it, as accept-word takes it
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Found:
     occurrences: int = 0  # occurrences of the key looked at (at most MAX_OCCURRENCES in all)
     same_line: int = 0  # of them, those whose continuation's first line is the first one's
     same_word: int = 0  # those whose continuation starts with the first one's first word
+    agreed: int = -1  # words of the first continuation that every other goes on with (-1: no other)
 
 
 def found_continuations(before: str, haystacks: list[Haystack], lines: int, limit: int) -> Found:
@@ -94,6 +96,8 @@ def found_continuations(before: str, haystacks: list[Haystack], lines: int, limi
     found: list[tuple[str, int]] = []
     occurrences = same_line = same_word = 0
     first_line = first_word = ""
+    steps: list[str] = []
+    agreed = -1
     for index, haystack in enumerate(haystacks):
         for at in haystack.find_all(key, MAX_OCCURRENCES - occurrences):
             text = continuation(haystack.text, at + len(key), lines)
@@ -102,6 +106,9 @@ def found_continuations(before: str, haystacks: list[Haystack], lines: int, limi
             line, word = _first_line_and_word(text)
             if not occurrences:
                 first_line, first_word = line, word
+                steps = words_of(text)
+            else:
+                agreed = min(len(steps) if agreed < 0 else agreed, shared_words(steps, text))
             occurrences += 1
             same_line += line == first_line
             same_word += word == first_word
@@ -109,7 +116,27 @@ def found_continuations(before: str, haystacks: list[Haystack], lines: int, limi
                 found.append((text, index))
         if occurrences >= MAX_OCCURRENCES:
             break
-    return Found(key, found, occurrences, same_line, same_word)
+    return Found(key, found, occurrences, same_line, same_word, agreed)
+
+
+def words_of(text: str) -> list[str]:
+    """`text` as accept-word keys take it, one piece per word (its leading space with it)."""
+    return _STEP.findall(text)
+
+
+def shared_words(words: list[str], text: str) -> int:
+    """How many of `words` (in order) `text` begins with."""
+    at = 0
+    for count, word in enumerate(words):
+        if not text.startswith(word, at):
+            return count
+        at += len(word)
+    return len(words)
+
+
+def agreed_head(text: str, words: int) -> str:
+    """The first `words` words of `text` (words_of), without trailing space."""
+    return "".join(words_of(text)[:words]).rstrip()
 
 
 def _first_line_and_word(text: str) -> tuple[str, str]:

@@ -17,7 +17,9 @@ from dataclasses import dataclass, replace
 from dgemma_lsp.documents.workspace import Snapshot
 from dgemma_lsp.inline.context import CompletionContext
 from dgemma_lsp.inline.decision import Considered, decide
+from dgemma_lsp.inline.drafts import Draft
 from dgemma_lsp.inline.evidence import evidence_of
+from dgemma_lsp.inline.lookup import agreed_head
 from dgemma_lsp.inline.planning import Plan, prepare, shape_of
 from dgemma_lsp.inline.postprocess import cut_glued, postprocess
 from dgemma_lsp.inline.proposal import Proposal
@@ -128,10 +130,20 @@ def finish(plan: Plan, result: InfillResult) -> Completion:
                 lookup_seen=draft.occurrences,
                 lookup_same_line=draft.same_line,
                 lookup_same_word=draft.same_word,
+                agreed=agreed_chars(text, draft),
             )
         origin = plan.origin(candidate.draft)
         proposals.append(Proposal(text, plan.context.cursor, candidate.mean_confidence, origin, evidence))
     return Completion(proposals=tuple(proposals), context=plan.context, result=result)
+
+
+def agreed_chars(text: str, draft: Draft) -> int:
+    """How much of `text` (made from `draft`'s row) every occurrence of the draft's lookup match went on
+    with: its sure part by agreement (0: no shorter head agreed, or one occurrence only)."""
+    if draft.agreed <= 0:
+        return 0
+    head = agreed_head(draft.text, draft.agreed)
+    return len(head) if head.strip() and len(head) < len(text) and text.startswith(head) else 0
 
 
 def confident_enough(candidate: Candidate, plan: Plan) -> bool:
