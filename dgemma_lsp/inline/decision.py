@@ -1,14 +1,17 @@
 """Show or not: the probability that the user takes a suggestion, and the eagerness that sets the bar.
 
 The probability is a logistic model over features the server already has (where the suggestion came
-from, the engine's confidence profile of it, its length, the characters around the cursor, the
-language, whether it repeats nearby code, what the user did with the last ones), fitted on typing
+from and how far a lookup's other occurrences agree with it, the engine's confidence profile of it,
+its length, the names it invents, the characters around the cursor, the language, whether it repeats
+nearby code, what the user did with the last ones), fitted on typing
 sessions (`python -m evaluation.typing_sessions fit`) and shipped beside the model's weights
 (decision.json). At run time it is a dot product: a few microseconds on the event loop or the worker.
 
 `eager` shows every suggestion the pipeline keeps (the behaviour before the decision existed);
-`balanced` and `quiet` hide those below their thresholds, and cut a suggestion before the token
-where the engine's confidence drops (its sure part), where that measured better.
+`balanced` and `quiet` hide those whose score is below their thresholds (the probability, weighted
+up by the characters it would write where that eagerness says so), and cut a suggestion to its sure
+part: before the token where the engine's confidence drops, and no further than its lookup's
+occurrences agree.
 """
 
 from __future__ import annotations
