@@ -328,7 +328,7 @@ class Decision:
         one as likely: the same share taken with more of the code written."""
         return probability * (1.0 + self.value.get(eagerness, 0.0) * min(chars, VALUE_CHARS))
 
-    def shows(self, probability: float, eagerness: str, chars: int = 0) -> bool:
+    def shows(self, probability: float, eagerness: str, chars: int) -> bool:
         return self.score(probability, chars, eagerness) >= self.thresholds.get(eagerness, 0.0)
 
 

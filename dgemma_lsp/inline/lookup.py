@@ -14,7 +14,6 @@ from dataclasses import dataclass
 MIN_KEY = 6  # characters: shorter keys ("x = ", "if ") repeat by chance
 MAX_KEY = 256
 MAX_OCCURRENCES = 16  # looked at, in all haystacks, nearest first
-_WORD_OR_MARKS = re.compile(r"\w+|[^\w\s]+")
 _STEP = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")  # a word with the space before it, as accept-word takes it
 
 
@@ -141,8 +140,7 @@ def agreed_head(text: str, words: int) -> str:
 
 def _first_line_and_word(text: str) -> tuple[str, str]:
     line = text.split("\n", 1)[0].strip() or text.strip().split("\n", 1)[0]
-    match = _WORD_OR_MARKS.match(line)
-    return line, match.group(0) if match else ""
+    return line, words_of(line)[0] if line else ""
 
 
 def cut_before_suffix(draft: str, line_suffix: str, next_line: str) -> str:

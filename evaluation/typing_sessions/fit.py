@@ -11,8 +11,8 @@ regression is fitted; the probabilities each eagerness is judged by come from fi
 row's package out (so the chosen points are not the fit's own optimism). A point is a score
 threshold, the score the probability weighted up by the characters a suggestion shows (the value
 weight, VALUE_GRID: what the precision given a share of the code written asks to rank by). `balanced`
-takes the most precise point that keeps at least BALANCED_CHARS of the characters taken suggestions wrote when
-everything was shown; `quiet` the point with the most characters whose precision reaches
+takes the most precise point that keeps at least BALANCED_CHARS of the characters taken suggestions
+wrote when everything was shown; `quiet` the point with the most characters whose precision reaches
 QUIET_PRECISION. The weights are written unstandardised: the server's decision is a dot product.
 """
 
@@ -230,8 +230,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sure", type=float, help="the sure-part threshold (default: chosen on the curve)")
     parser.add_argument("--value", type=float, help="balanced's value weight per character (default: chosen)")
     parser.add_argument("--quiet-value", type=float, default=0.0, help="quiet's value weight per character")
-    parser.add_argument("--balanced", type=float, help="balanced's least probability (default: chosen)")
-    parser.add_argument("--quiet", type=float, help="quiet's least probability (default: chosen)")
+    parser.add_argument("--balanced", type=float, help="balanced's least score (default: chosen)")
+    parser.add_argument("--quiet", type=float, help="quiet's least score (default: chosen)")
     args = parser.parse_args(argv)
     rows = rows_of(args.runs)
     if not rows:
@@ -245,15 +245,17 @@ def main(argv: list[str]) -> int:
     )
     curves: dict[tuple[float, float], list[Point]] = {}
     fits: dict[float, float] = {}
-    values = VALUE_GRID if args.value is None else (args.value,)
+    data_at: dict[float, list[Judged]] = {}
+    balanced_values = VALUE_GRID if args.value is None else (args.value,)
+    values = sorted({*balanced_values, args.quiet_value})
     for sure in SURE_GRID if args.sure is None else sorted({0.0, args.sure}):
-        data = base if sure == 0 else judged(rows, sure)
+        data = data_at[sure] = base if sure == 0 else judged(rows, sure)
         y = np.array([d.taken for d in data], dtype=float)
-        losses = {penalty: log_loss(out_of_package(rows, data, penalty), y) for penalty in PENALTIES}
+        held = {penalty: out_of_package(rows, data, penalty) for penalty in PENALTIES}
+        losses = {penalty: log_loss(p, y) for penalty, p in held.items()}
         fits[sure] = min(losses, key=losses.get)
-        p = out_of_package(rows, data, fits[sure])
         for value in values:
-            curves[sure, value] = curve(sure, value, data, p, region_chars, takeable)
+            curves[sure, value] = curve(sure, value, data, held[fits[sure]], region_chars, takeable)
         every = curves[sure, values[0]][0]
         print(
             f"sure {sure:.1f}: penalty {fits[sure]}, held-out log loss {losses[fits[sure]]:.4f}; "
@@ -261,15 +263,16 @@ def main(argv: list[str]) -> int:
         )
     eager = curves[0.0, values[0]][0]
     if args.sure is None or args.value is None:
-        pool = [p for (s, v), points in curves.items() for p in points if args.sure in (None, s)]
+        pool = [
+            p
+            for (s, v), points in curves.items()
+            if args.sure in (None, s) and v in balanced_values
+            for p in points
+        ]
         best = choose(pool, eager.chars)["balanced"]
         sure, value = best.sure, best.value
     else:
         sure, value = args.sure, args.value
-    if (sure, args.quiet_value) not in curves:
-        data = base if sure == 0 else judged(rows, sure)
-        p = out_of_package(rows, data, fits[sure])
-        curves[sure, args.quiet_value] = curve(sure, args.quiet_value, data, p, region_chars, takeable)
     chosen = {
         "balanced": choose(curves[sure, value], eager.chars)["balanced"],
         "quiet": choose(curves[sure, args.quiet_value], eager.chars)["quiet"],
@@ -284,7 +287,7 @@ def main(argv: list[str]) -> int:
             f"(eager {eager.chars:.1%}), recall {point.recall:.1%}"
         )
     if args.out:
-        data = base if sure == 0 else judged(rows, sure)
+        data = data_at[sure]
         x = np.stack([d.features for d in data])
         y = np.array([d.taken for d in data], dtype=float)
         w, b = fitted(x, y, fits[sure])

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from dgemma_lsp.inline.lookup import words_of
+
 MIN_HEAD = 4  # a shorter correct head is quicker typed than taken word by word
 _TOKEN = re.compile(r"\n[ \t]*|[ \t]+|\w+|[^\w\s]+")
-# One accept-word key: what precedes the next word or run of punctuation, and it.
-_WORD_STEP = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 Verdict = Literal["whole", "partial", "wrong"]
 
@@ -58,8 +58,9 @@ def keys_to_type(text: str) -> int:
 
 
 def word_steps(suggestion: str) -> list[str]:
-    """The suggestion as accept-word keys take it, one piece per key."""
-    return _WORD_STEP.findall(suggestion)
+    """The suggestion as accept-word keys take it, one piece per key (what precedes the next word or run
+    of punctuation, and it): the server's lookup counts agreement in the same pieces."""
+    return words_of(suggestion)
 
 
 def judge(suggestion: str, truth: str) -> Taken:
